@@ -1,0 +1,25 @@
+"""Regenerate the embedded trace set (gdn_bench/data) deterministically.
+
+    python scripts/make_dataset.py [--out DIR] [--seed N]
+"""
+
+import argparse
+from pathlib import Path
+
+from gdn_bench.dataset import EMBEDDED_PATH, SEED, write_trace_set
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, default=EMBEDDED_PATH, help="trace set root (default: the embedded one)")
+    parser.add_argument("--seed", type=int, default=SEED, help=f"generator seed (default {SEED})")
+    args = parser.parse_args(argv)
+    trace_set = write_trace_set(args.out, args.seed)
+    count = sum(len(w) for w in trace_set.workloads.values())
+    blob_bytes = sum(p.stat().st_size for p in (args.out / "blob").rglob("*") if p.is_file())
+    print(f"wrote {count} workloads and {blob_bytes / 1e6:.2f} MB of blobs under {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,30 @@
+"""Test set-up: Triton's interpreter on CPU tensors (CI has no GPU), a fresh seed per run.
+
+GDN_TEST_DEVICE=cuda runs the same tests on a GPU (compiled kernels, no interpreter).
+GDN_TEST_SEED=N replays a run; the seed in use is printed in the header.
+"""
+
+import os
+import secrets
+
+DEVICE = os.environ.get("GDN_TEST_DEVICE", "cpu")
+if DEVICE == "cpu":
+    os.environ["TRITON_INTERPRET"] = "1"  # must precede the first import of triton
+SEED = int(os.environ.get("GDN_TEST_SEED", secrets.randbits(31)))
+
+import pytest  # noqa: E402
+
+
+def pytest_report_header(config):
+    return f"gdn tests: device={DEVICE} seed={SEED} (GDN_TEST_SEED={SEED} replays this run)"
+
+
+@pytest.fixture
+def device():
+    return DEVICE
+
+
+@pytest.fixture(autouse=True)
+def _fib_cache(tmp_path_factory, monkeypatch):
+    """Keep flashinfer-bench's build cache out of the user's home."""
+    monkeypatch.setenv("FIB_CACHE_PATH", str(tmp_path_factory.getbasetemp() / "fib-cache"))

@@ -1,0 +1,90 @@
+"""Shared test helpers: load the submission module, draw inputs, check one call."""
+
+import importlib.util
+import math
+import os
+from pathlib import Path
+
+import torch
+
+from gdn_bench.reference import gdn_decode
+
+ROOT = Path(__file__).resolve().parent.parent
+KERNEL_PATH = ROOT / "solution" / "triton" / "kernel.py"
+HQ, HV, D = 4, 8, 128
+# bf16 rounding of the output: round-to-nearest on a GPU (half an ulp, 2^-8 relative);
+# Triton's interpreter truncates float32 -> bfloat16 instead (up to a whole ulp, 2^-7).
+BF16_REL = 2.0**-7 if os.environ.get("TRITON_INTERPRET") == "1" else 2.0**-8
+# Gate regimes a batch row can be drawn from (see draw_inputs).
+REGIMES = ("typical", "softplus_large", "softplus_negative", "beta_saturated")
+
+
+def load_module(path: Path, name: str):
+    """Import a source file as a module (the submission is not a package)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def draw_inputs(batch: int, gen: torch.Generator, device: str, with_state: bool = True) -> dict:
+    """Fresh random inputs; batch row i uses gate regime REGIMES[i % 4]:
+    typical (randn gates), softplus_large (a + dt_bias in 20..80), softplus_negative
+    (a + dt_bias in -80..-20), beta_saturated (|b| in 20..60). A_log spans -6..3."""
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=gen)
+
+    def uniform(lo, hi, *shape):
+        return lo + (hi - lo) * torch.rand(*shape, generator=gen)
+
+    A_log = uniform(-6.0, 3.0, HV)
+    A_log[0], A_log[-1] = -6.0, 3.0
+    dt_bias = randn(HV)
+    a = randn(batch, 1, HV)
+    b = randn(batch, 1, HV)
+    for row in range(batch):
+        regime = REGIMES[row % len(REGIMES)]
+        if regime == "softplus_large":
+            a[row] = uniform(20.0, 60.0, 1, HV) - dt_bias
+        elif regime == "softplus_negative":
+            a[row] = uniform(-60.0, -20.0, 1, HV) - dt_bias
+        elif regime == "beta_saturated":
+            b[row] = uniform(20.0, 60.0, 1, HV) * torch.where(torch.rand(1, HV, generator=gen) < 0.5, -1.0, 1.0)
+    inputs = dict(
+        q=randn(batch, 1, HQ, D).bfloat16(),
+        k=randn(batch, 1, HQ, D).bfloat16(),
+        v=randn(batch, 1, HV, D).bfloat16(),
+        state=randn(batch, HV, D, D) if with_state else None,
+        A_log=A_log,
+        a=a.bfloat16(),
+        dt_bias=dt_bias,
+        b=b.bfloat16(),
+    )
+    return {n: (t.to(device) if t is not None else None) for n, t in inputs.items()}
+
+
+def poisoned_outputs(batch: int, device: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """output and new_state filled with NaN, so unwritten elements show."""
+    output = torch.full((batch, 1, HV, D), float("nan"), dtype=torch.bfloat16, device=device)
+    new_state = torch.full((batch, HV, D, D), float("nan"), dtype=torch.float32, device=device)
+    return output, new_state
+
+
+def check_against_float64(inputs: dict, scale, output: torch.Tensor, new_state: torch.Tensor, what: str) -> None:
+    """Assert: every element written; new_state normwise relative error < 1e-5; output within
+    bf16 rounding of the float64 reference (BF16_REL relative, plus float32 accumulation slack)."""
+    assert torch.isfinite(output).all(), f"{what}: output has unwritten/non-finite elements"
+    assert torch.isfinite(new_state).all(), f"{what}: new_state has unwritten/non-finite elements"
+    cpu = {n: (t.cpu() if t is not None else None) for n, t in inputs.items()}
+    ref_out, ref_state = gdn_decode(**cpu, scale=scale, compute_dtype=torch.float64)
+    got_state = new_state.cpu().double()
+    rel = ((got_state - ref_state).norm() / ref_state.norm().clamp_min(1e-300)).item()
+    assert rel < 1e-5, f"{what}: new_state normwise relative error {rel:.3e}"
+    s = 1.0 / math.sqrt(D) if scale is None or float(scale) == 0 else float(scale)
+    q_h = cpu["q"][:, 0].double().repeat_interleave(HV // HQ, dim=1)
+    magnitude = s * torch.einsum("bhvk,bhk->bhv", ref_state.abs(), q_h.abs())
+    bound = BF16_REL * ref_out.abs() + 1e-5 * magnitude + 1e-30
+    err = (output.cpu()[:, 0].double() - ref_out).abs()
+    worst = (err / bound).max().item()
+    assert worst <= 1.0, f"{what}: output error {err.max().item():.3e} exceeds bf16 rounding (ratio {worst:.2f})"

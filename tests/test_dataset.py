@@ -1,0 +1,72 @@
+"""The embedded trace set: loadable, the contest mix, in sync with the code, reproducible."""
+
+import json
+from collections import Counter
+
+import pytest
+from flashinfer_bench import TraceSet
+
+from gdn_bench.dataset import CONTEST_BATCH_MIX, EMBEDDED_PATH, load_trace_set, write_trace_set
+from gdn_bench.definition import DEFINITION_NAME, build_definition, reference_source
+
+
+def test_loads_with_flashinfer_bench():
+    trace_set = TraceSet.from_path(str(EMBEDDED_PATH))
+    assert DEFINITION_NAME in trace_set.definitions
+    assert len(trace_set.workloads[DEFINITION_NAME]) == 54 + 3
+
+
+def test_contest_batch_mix():
+    workloads = [t.workload for t in load_trace_set().workloads[DEFINITION_NAME]]
+    random = [w for w in workloads if all(s.type != "safetensors" for s in w.inputs.values())]
+    assert Counter(w.axes["batch_size"] for w in random) == Counter(CONTEST_BATCH_MIX)
+    assert sum(CONTEST_BATCH_MIX.values()) == 54
+    for w in random:
+        assert w.inputs["scale"].type == "scalar" and w.inputs["scale"].value == pytest.approx(128**-0.5)
+    assert len({w.uuid for w in workloads}) == len(workloads)
+
+
+def test_blobs_are_small_and_model_like():
+    blob_bytes = sum(p.stat().st_size for p in (EMBEDDED_PATH / "blob").rglob("*") if p.is_file())
+    assert blob_bytes < 2_000_000
+    from gdn_bench.checking import workload_inputs
+
+    trace_set = load_trace_set()
+    definition = trace_set.definitions[DEFINITION_NAME]
+    blob_workloads = [
+        t.workload for t in trace_set.workloads[DEFINITION_NAME]
+        if any(s.type == "safetensors" for s in t.workload.inputs.values())
+    ]
+    assert len(blob_workloads) == 3
+    for w in blob_workloads:
+        q, k, v, state, A_log, a, dt_bias, b, scale = workload_inputs(definition, w, trace_set.root, "cpu")
+        assert (k.float().norm(dim=-1) - 1).abs().max() < 1e-2
+        assert ((A_log.exp() >= 1) & (A_log.exp() <= 16)).all()
+
+
+def test_shipped_definition_matches_code():
+    shipped = json.loads((EMBEDDED_PATH / "definitions" / "gdn" / f"{DEFINITION_NAME}.json").read_text())
+    assert shipped["reference"] == reference_source()
+    assert shipped == json.loads(build_definition().model_dump_json(exclude_unset=True))
+
+
+def test_regeneration_is_byte_identical(tmp_path):
+    write_trace_set(tmp_path)
+    shipped = sorted(p.relative_to(EMBEDDED_PATH) for p in EMBEDDED_PATH.rglob("*") if p.is_file())
+    fresh = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
+    assert fresh == shipped
+    for rel in shipped:
+        assert (tmp_path / rel).read_bytes() == (EMBEDDED_PATH / rel).read_bytes(), rel
+
+
+def test_missing_dataset_is_an_error_and_not_created(tmp_path):
+    missing = tmp_path / "nope"
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        load_trace_set(missing)
+    assert not missing.exists()
+
+
+def test_dataset_without_the_definition_is_an_error(tmp_path):
+    (tmp_path / "definitions").mkdir()
+    with pytest.raises(ValueError, match="has no definition"):
+        load_trace_set(tmp_path)

@@ -1,0 +1,92 @@
+"""scripts/pack_solution.py and gdn_bench.packing: the round trip and every error case."""
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+from flashinfer_bench import Solution
+
+from gdn_bench.packing import CONFIG_PATH, PROJECT_ROOT, PackError, pack, read_config, write_solution
+
+SCRIPT = PROJECT_ROOT / "scripts" / "pack_solution.py"
+GOOD_CONFIG = CONFIG_PATH.read_text(encoding="utf-8")
+
+
+def _run(*args):
+    return subprocess.run([sys.executable, str(SCRIPT), *map(str, args)], capture_output=True, text=True)
+
+
+def test_round_trip(tmp_path):
+    out = tmp_path / "solution.json"
+    result = _run("-o", out)
+    assert result.returncode == 0, result.stderr
+    solution = Solution.model_validate_json(out.read_text())
+    assert solution.definition == "gdn_decode_qk4_v8_d128_k_last"
+    assert solution.spec.language.value == "triton"
+    assert solution.spec.entry_point == "kernel.py::kernel"
+    assert solution.spec.destination_passing_style is True
+    sources = {s.path: s.content for s in solution.sources}
+    assert sources == {"kernel.py": (PROJECT_ROOT / "solution" / "triton" / "kernel.py").read_text()}
+    assert solution.hash() == pack(read_config()).hash()
+
+
+def _config(tmp_path, text):
+    path = tmp_path / "config.toml"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda t: t.replace('name = "gdn-decode-fla-recurrent"\n', ""), r"missing key 'name' in \[solution\]"),
+        (lambda t: t.replace('author = "gdn-decode-kit"\n', ""), r"missing key 'author' in \[solution\]"),
+        (lambda t: t.replace('entry_point = "kernel.py::kernel"\n', ""), r"missing key 'entry_point' in \[build\]"),
+        (lambda t: t.replace("destination_passing_style = true\n", ""), r"missing key 'destination_passing_style'"),
+        (lambda t: t.replace('language = "triton"\n', ""), r"missing key 'language' in \[build\]"),
+        (lambda t: t.replace("[build]", "[bild]"), r"missing section \[build\]"),
+        (lambda t: t.replace("gdn_decode_qk4_v8_d128_k_last", "gdn_prefill_qk4_v8_d128_k_last"),
+         r"definition must be 'gdn_decode_qk4_v8_d128_k_last'"),
+        (lambda t: t.replace("kernel.py::kernel", "kernel.py::no_such_function"),
+         r"function 'no_such_function' is not defined"),
+        (lambda t: t.replace("kernel.py::kernel", "missing.py::kernel"), r"file 'missing.py' is not a source file"),
+        (lambda t: t.replace("kernel.py::kernel", "kernel.py"), r"must be 'file::function'"),
+        (lambda t: t + "[[[", r"not valid TOML"),
+    ],
+)
+def test_config_errors(tmp_path, edit, message):
+    path = _config(tmp_path, edit(GOOD_CONFIG))
+    with pytest.raises(PackError, match=message):
+        pack(read_config(path))
+    result = _run("--config", path, "-o", tmp_path / "out.json")
+    assert result.returncode == 2
+    assert result.stderr.startswith("pack_solution: error:") and not (tmp_path / "out.json").exists()
+
+
+def test_missing_config_file(tmp_path):
+    with pytest.raises(PackError, match="not found"):
+        read_config(tmp_path / "absent.toml")
+
+
+def test_empty_source_file_is_rejected(tmp_path):
+    src = tmp_path / "src"
+    shutil.copytree(PROJECT_ROOT / "solution" / "triton", src)
+    (src / "helpers.py").write_text("\n")
+    with pytest.raises(PackError, match=r"helpers.py: empty source file"):
+        pack(read_config(), src)
+    result = _run("--source-dir", src, "-o", tmp_path / "out.json")
+    assert result.returncode == 2 and "empty source file" in result.stderr
+
+
+def test_unknown_language_section(tmp_path):
+    with pytest.raises(PackError, match=r"no \[build.cuda\] section"):
+        read_config(_config(tmp_path, GOOD_CONFIG), language="cuda")
+
+
+def test_write_solution_loads_back(tmp_path):
+    solution = pack(read_config())
+    loaded = write_solution(solution, tmp_path / "deep" / "s.json")
+    assert loaded == solution
+    assert json.loads((tmp_path / "deep" / "s.json").read_text())["name"] == solution.name

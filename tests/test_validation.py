@@ -1,0 +1,68 @@
+"""Bad inputs to the submission raise one ValueError naming the argument."""
+
+import pytest
+import torch
+
+from helpers import KERNEL_PATH, draw_inputs, load_module, poisoned_outputs
+
+sub = load_module(KERNEL_PATH, "gdn_submission_validation")
+NAMES = ("q", "k", "v", "state", "A_log", "a", "dt_bias", "b", "output", "new_state")
+
+
+def _args(device, batch=2):
+    inputs = draw_inputs(batch, torch.Generator().manual_seed(0), device)
+    output, new_state = poisoned_outputs(batch, device)
+    return dict(inputs, scale=None, output=output, new_state=new_state)
+
+
+def _wrong_shape(t):
+    return t[..., :-1].contiguous() if t.shape[-1] > 1 else t.repeat(*([1] * (t.dim() - 1)), 2)
+
+
+def _wrong_dtype(t):
+    return t.to(torch.float16)
+
+
+def _wrong_device(t):
+    return torch.empty(t.shape, dtype=t.dtype, device="meta")
+
+
+def _non_contiguous(t):
+    wide = torch.zeros(*t.shape[:-1], 2 * t.shape[-1], dtype=t.dtype, device=t.device)
+    return wide[..., ::2]
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize(
+    "corrupt, expected",
+    [(_wrong_shape, "shape"), (_wrong_dtype, "dtype"), (_wrong_device, "device"), (_non_contiguous, "contiguous")],
+)
+def test_bad_tensor_is_named(name, corrupt, expected, device):
+    if name == "q" and expected == "device":
+        pytest.skip("q's device is the reference device for the others")
+    args = _args(device)
+    args[name] = corrupt(args[name])
+    with pytest.raises(ValueError, match=rf"^{name}: expected.*{expected}"):
+        sub.kernel(**args)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_non_tensor_is_named(name, device):
+    args = _args(device)
+    args[name] = [1.0, 2.0]
+    with pytest.raises(ValueError, match=rf"^{name}: expected"):
+        sub.kernel(**args)
+
+
+@pytest.mark.parametrize("scale", [float("nan"), float("inf"), "0.1", torch.ones(2)])
+def test_bad_scale_is_named(scale, device):
+    args = dict(_args(device), scale=scale)
+    with pytest.raises(ValueError, match=r"^scale: expected"):
+        sub.kernel(**args)
+
+
+def test_batch_mismatch_is_named(device):
+    args = _args(device)
+    args["v"] = _args(device, batch=3)["v"]
+    with pytest.raises(ValueError, match=r"^v: expected shape \[2, 1, 8, 128\]"):
+        sub.kernel(**args)
