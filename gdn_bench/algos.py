@@ -1,0 +1,86 @@
+"""The algorithm registry: every algorithm is a flashinfer-bench Solution packed from a folder
+of sources, exactly as scripts/pack_solution.py packs the submission.
+
+An algorithm whose optional dependency is missing, or that needs a GPU the machine lacks,
+reports why through `Algo.unavailable()`; the runner skips it with that line.
+"""
+
+import importlib.util
+from dataclasses import dataclass
+
+import torch
+from flashinfer_bench import Solution
+
+from gdn_bench.definition import DEFINITION_NAME
+from gdn_bench.packing import PROJECT_ROOT, SolutionConfig, pack, read_config
+
+SUBMISSION = "fla-recurrent"
+
+
+@dataclass(frozen=True)
+class Algo:
+    """One row of the report. `config` None means: the submission, read from config.toml."""
+
+    name: str
+    summary: str
+    config: SolutionConfig | None
+    source_dir: str
+    needs_gpu: bool = False
+    min_compute_capability: tuple[int, int] | None = None
+    requires: tuple[str, ...] = ()  # importable modules it needs
+    extra: str | None = None  # `pip install -e ".[extra]"` provides them
+
+    def unavailable(self) -> str | None:
+        """Why this algorithm cannot run here, or None if it can."""
+        missing = [m for m in self.requires if importlib.util.find_spec(m) is None]
+        if missing:
+            how = f'pip install -e ".[{self.extra}]"' if self.extra else f"pip install {' '.join(missing)}"
+            return f"needs {', '.join(missing)}: {how}"
+        if self.needs_gpu and not torch.cuda.is_available():
+            return "needs a CUDA GPU"
+        if self.min_compute_capability and torch.cuda.is_available():
+            have = torch.cuda.get_device_capability()
+            if have < self.min_compute_capability:
+                want = "sm_%d%d" % self.min_compute_capability
+                return f"needs {want} or newer; this GPU is sm_{have[0]}{have[1]}"
+        return None
+
+    def solution(self) -> Solution:
+        """The packed Solution (raises PackError if the sources are broken)."""
+        return pack(self.config or read_config(), PROJECT_ROOT / self.source_dir)
+
+
+def _config(name: str, language: str = "python", entry: str = "main.py::run", dps: bool = False) -> SolutionConfig:
+    return SolutionConfig(
+        name=name, definition=DEFINITION_NAME, author="gdn-decode-kit", description="",
+        language=language, entry_point=entry, destination_passing_style=dps,
+    )
+
+
+ALGOS: dict[str, Algo] = {
+    a.name: a
+    for a in (
+        Algo(SUBMISSION, "the submission: fused recurrent Triton kernel", None, "solution/triton"),
+        Algo("pt-reference", "PyTorch loop over batch and head", _config("pt-reference"),
+             "baselines/pt_reference"),
+        Algo("pt-compiled", "torch.compile of the vectorized reference", _config("pt-compiled"),
+             "baselines/pt_compiled"),
+        Algo("fi-baseline", "FlashInfer gated_delta_rule_decode_pretranspose (contest baseline)",
+             _config("fi-baseline"), "baselines/fi_baseline",
+             needs_gpu=True, requires=("flashinfer",)),
+        Algo("fla-lib", "flash-linear-attention fused_recurrent_gated_delta_rule",
+             _config("fla-lib"), "baselines/fla_lib",
+             needs_gpu=True, requires=("fla",), extra="baselines"),
+    )
+}
+
+
+def resolve(spec: str) -> list[Algo]:
+    """'all' or a comma-separated list of names -> algorithms; unknown names raise ValueError."""
+    if spec.strip() == "all":
+        return list(ALGOS.values())
+    names = [n.strip() for n in spec.split(",") if n.strip()]
+    unknown = [n for n in names if n not in ALGOS]
+    if unknown or not names:
+        raise ValueError(f"unknown algorithm {', '.join(unknown) or repr(spec)}; valid: {', '.join(ALGOS)}, all")
+    return [ALGOS[n] for n in dict.fromkeys(names)]

@@ -1,0 +1,107 @@
+"""The result of a run, as plain JSON-able data, and what is derived from it.
+
+    {"meta": {...}, "skipped": {algo: reason}, "floors_us": {batch: µs}, "rows": [Row, ...]}
+
+A Row is one (algorithm, workload): status and max errors (flashinfer-bench's names and
+statistics), and the timing tiers in µs (None where not measured). Partial results (one per
+Modal container, say) merge into one; the summary and the contest-style score are derived.
+"""
+
+import statistics
+from dataclasses import asdict, dataclass, field
+
+from gdn_bench.algos import SUBMISSION
+
+BASELINE = "fi-baseline"
+REFERENCE = "pt-reference"
+
+
+@dataclass
+class Row:
+    algo: str
+    workload: str
+    batch_size: int
+    status: str
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    harness_us: float | None = None
+    kernel_us: float | None = None
+    message: str = ""
+
+
+@dataclass
+class Results:
+    meta: dict = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+    floors_us: dict[int, float] = field(default_factory=dict)
+    rows: list[Row] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {
+            "meta": self.meta,
+            "skipped": self.skipped,
+            "floors_us": {str(b): us for b, us in sorted(self.floors_us.items())},
+            "rows": [asdict(r) for r in self.rows],
+            "summary": summary(self),
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Results":
+        return cls(
+            meta=data["meta"],
+            skipped=data["skipped"],
+            floors_us={int(b): us for b, us in data["floors_us"].items()},
+            rows=[Row(**r) for r in data["rows"]],
+        )
+
+
+def merge(parts: list[Results]) -> Results:
+    """One Results from several runs over disjoint (algorithm, workload) sets.
+
+    meta comes from the first part; an algorithm skipped in one part but run in another is
+    not reported as skipped; a repeated (algorithm, workload) pair is an error.
+    """
+    merged = Results(meta=dict(parts[0].meta) if parts else {})
+    seen = set()
+    for part in parts:
+        for row in part.rows:
+            key = (row.algo, row.workload)
+            if key in seen:
+                raise ValueError(f"{row.algo} on workload {row.workload} appears in two partial results")
+            seen.add(key)
+            merged.rows.append(row)
+        merged.floors_us.update(part.floors_us)
+        merged.skipped.update(part.skipped)
+    ran = {r.algo for r in merged.rows}
+    merged.skipped = {a: why for a, why in merged.skipped.items() if a not in ran}
+    merged.rows.sort(key=lambda r: (r.batch_size, r.workload, r.algo))
+    return merged
+
+
+def _kernel_times(results: Results, algo: str) -> dict[str, float]:
+    return {r.workload: r.kernel_us for r in results.rows if r.algo == algo and r.status == "PASSED" and r.kernel_us}
+
+
+def contest_score(results: Results, algo: str = SUBMISSION) -> float | None:
+    """Mean over workloads of fi-baseline kernel time / `algo`'s kernel time (the contest's
+    score), over the workloads where both passed; None if fi-baseline did not run."""
+    ours, base = _kernel_times(results, algo), _kernel_times(results, BASELINE)
+    common = sorted(set(ours) & set(base))
+    return statistics.fmean(base[w] / ours[w] for w in common) if common else None
+
+
+def summary(results: Results) -> dict:
+    """Pass counts per algorithm and the contest-style score of every algorithm vs fi-baseline."""
+    per_algo = {}
+    for algo in dict.fromkeys(r.algo for r in results.rows):
+        rows = [r for r in results.rows if r.algo == algo]
+        per_algo[algo] = {
+            "passed": sum(r.status == "PASSED" for r in rows),
+            "total": len(rows),
+            "score_vs_fi_baseline": contest_score(results, algo),
+        }
+    return {
+        "passed": sum(r.status == "PASSED" for r in results.rows),
+        "total": len(results.rows),
+        "algos": per_algo,
+    }

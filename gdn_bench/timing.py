@@ -1,0 +1,109 @@
+"""GPU timing tiers.
+
+kernel: the official evaluator's method (flashinfer-bench HEAD's bench_gpu_time_with_cupti):
+    before every call a 256 MB buffer is zeroed, flushing L2; CUPTI (through torch.profiler)
+    records every kernel, and one call's time is from its first kernel's start to its last
+    kernel's end. The median over calls is reported, in microseconds.
+floor: the same measurement of `new_state.copy_(state)`: the bytes any correct kernel moves.
+host: wall time of `synchronize; fn(); synchronize`, the cost a sync-in-loop harness (and a
+    serving loop without CUDA graphs) pays per call, launch overhead included.
+"""
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+
+import torch
+
+L2_FLUSH_BYTES = 256 << 20
+# Aim for this much profiled GPU time per measurement, within [MIN, max] calls.
+TARGET_SECONDS = 0.2
+MIN_CALLS = 5
+
+
+class TimingError(RuntimeError):
+    """The profile could not be split into one group of kernels per call."""
+
+
+def group_call_times(kernels: Sequence[tuple[str, float, float]], flush_names: set[str]) -> list[float]:
+    """Per-call durations from (name, start, end) kernel records.
+
+    Records are taken in start order; each flush kernel opens a new call, and a call's
+    duration runs from its first kernel's start to its last kernel's end. Kernels before the
+    first flush are ignored (warm-up). A call with no kernel is an error: the timed function
+    launched nothing, and zero would be a lie.
+    """
+    calls: list[list[tuple[float, float]]] = []
+    for name, start, end in sorted(kernels, key=lambda r: r[1]):
+        if name in flush_names:
+            calls.append([])
+        elif calls:
+            calls[-1].append((start, end))
+    if any(not c for c in calls):
+        raise TimingError("a timed call launched no kernel between two L2 flushes")
+    return [max(e for _, e in c) - min(s for s, _ in c) for c in calls]
+
+
+def _device_kernels(prof) -> list[tuple[str, float, float]]:
+    return [
+        (e.name, e.time_range.start, e.time_range.end)
+        for e in prof.events()
+        if e.device_type == torch.autograd.DeviceType.CUDA
+    ]
+
+
+def _profile(body: Callable[[], None]) -> list[tuple[str, float, float]]:
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        body()
+        torch.cuda.synchronize()
+    return _device_kernels(prof)
+
+
+def _calls_for(fn: Callable[[], None], max_calls: int) -> int:
+    """How many calls fit TARGET_SECONDS, from one synchronized call's wall time."""
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    fn()
+    torch.cuda.synchronize()
+    once = max(time.perf_counter() - start, 1e-6)
+    return max(MIN_CALLS, min(max_calls, int(TARGET_SECONDS / once)))
+
+
+def kernel_time_us(fn: Callable[[], None], max_calls: int = 100, warmup: int = 3) -> float:
+    """Median CUPTI time of one call of `fn` with a cold L2 (see module docstring), in µs."""
+    flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.int8, device="cuda")
+    flush_names = {name for name, _, _ in _profile(flush.zero_)}
+    for _ in range(warmup):
+        fn()
+    calls = _calls_for(fn, max_calls)
+
+    def body():
+        for _ in range(calls):
+            flush.zero_()
+            fn()
+
+    times = group_call_times(_profile(body), flush_names)
+    if len(times) != calls:
+        raise TimingError(f"profile split into {len(times)} calls, expected {calls}")
+    return statistics.median(times)
+
+
+def copy_floor_us(batch: int, max_calls: int = 100) -> float:
+    """kernel_time_us of new_state.copy_(state) for a [batch, 8, 128, 128] float32 state."""
+    state = torch.randn(batch, 8, 128, 128, device="cuda")
+    new_state = torch.empty_like(state)
+    return kernel_time_us(lambda: new_state.copy_(state), max_calls)
+
+
+def host_time_us(fn: Callable[[], None], calls: int = 200, warmup: int = 10) -> float:
+    """Median wall time of `synchronize; fn(); synchronize`, in µs."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(calls):
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        times.append((time.perf_counter() - start) * 1e6)
+    return statistics.median(times)
