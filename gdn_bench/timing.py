@@ -4,11 +4,14 @@ kernel: the official evaluator's method (flashinfer-bench HEAD's bench_gpu_time_
     before every call a 256 MB buffer is zeroed, flushing L2; CUPTI (through torch.profiler)
     records every kernel, and one call's time is from its first kernel's start to its last
     kernel's end. The median over calls is reported, in microseconds.
+Before profiling, the same flush-and-call loop runs for BUSY_SECONDS so the GPU's clocks are
+up whatever ran before.
 floor: the same measurement of `new_state.copy_(state)`: the bytes any correct kernel moves.
 host: wall time of `synchronize; fn(); synchronize`, the cost a sync-in-loop harness (and a
     serving loop without CUDA graphs) pays per call, launch overhead included.
 """
 
+import functools
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -19,13 +22,14 @@ L2_FLUSH_BYTES = 256 << 20
 # Aim for this much profiled GPU time per measurement, within [MIN, max] calls.
 TARGET_SECONDS = 0.2
 MIN_CALLS = 5
+BUSY_SECONDS = 0.025
 
 
 class TimingError(RuntimeError):
     """The profile could not be split into one group of kernels per call."""
 
 
-def group_call_times(kernels: Sequence[tuple[str, float, float]], flush_names: set[str]) -> list[float]:
+def group_call_times(kernels: Sequence[tuple[str, float, float]], flush_names: frozenset[str]) -> list[float]:
     """Per-call durations from (name, start, end) kernel records.
 
     Records are taken in start order; each flush kernel opens a new call, and a call's
@@ -59,6 +63,17 @@ def _profile(body: Callable[[], None]) -> list[tuple[str, float, float]]:
     return _device_kernels(prof)
 
 
+def _busy(flush: Callable[[], None], fn: Callable[[], None]) -> None:
+    """Keep the GPU busy with the timed loop's own work for BUSY_SECONDS first, so its clocks
+    have ramped up from idle whatever ran before: short, latency-bound kernels are timed
+    several percent slower on a GPU that was idle (or only synchronizing) just before."""
+    deadline = time.perf_counter() + BUSY_SECONDS
+    while time.perf_counter() < deadline:
+        flush()
+        fn()
+    torch.cuda.synchronize()
+
+
 def _calls_for(fn: Callable[[], None], max_calls: int) -> int:
     """How many calls fit TARGET_SECONDS, from one synchronized call's wall time."""
     torch.cuda.synchronize()
@@ -69,17 +84,24 @@ def _calls_for(fn: Callable[[], None], max_calls: int) -> int:
     return max(MIN_CALLS, min(max_calls, int(TARGET_SECONDS / once)))
 
 
+@functools.cache
+def _flush() -> tuple[Callable[[], None], frozenset[str]]:
+    """The L2 flush (zeroing a 256 MB buffer) and the names of the kernels it launches."""
+    buffer = torch.empty(L2_FLUSH_BYTES, dtype=torch.int8, device="cuda")
+    return buffer.zero_, frozenset(name for name, _, _ in _profile(buffer.zero_))
+
+
 def kernel_time_us(fn: Callable[[], None], max_calls: int = 100, warmup: int = 3) -> float:
     """Median CUPTI time of one call of `fn` with a cold L2 (see module docstring), in µs."""
-    flush = torch.empty(L2_FLUSH_BYTES, dtype=torch.int8, device="cuda")
-    flush_names = {name for name, _, _ in _profile(flush.zero_)}
+    flush, flush_names = _flush()
     for _ in range(warmup):
         fn()
+    _busy(flush, fn)
     calls = _calls_for(fn, max_calls)
 
     def body():
         for _ in range(calls):
-            flush.zero_()
+            flush()
             fn()
 
     times = group_call_times(_profile(body), flush_names)

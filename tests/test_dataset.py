@@ -4,7 +4,9 @@ import json
 from collections import Counter
 
 import pytest
+import torch
 from flashinfer_bench import TraceSet
+from safetensors.torch import load_file
 
 from gdn_bench.dataset import CONTEST_BATCH_MIX, EMBEDDED_PATH, load_trace_set, write_trace_set
 from gdn_bench.definition import DEFINITION_NAME, build_definition, reference_source
@@ -50,13 +52,23 @@ def test_shipped_definition_matches_code():
     assert shipped == json.loads(build_definition().model_dump_json(exclude_unset=True))
 
 
-def test_regeneration_is_byte_identical(tmp_path):
+def test_regeneration_reproduces_the_shipped_files(tmp_path):
+    """Same files; JSON byte for byte; blobs with the same tensors. Blob bytes can differ in
+    the last bit across torch builds (the recurrence that makes the model-like states runs
+    through vectorized CPU math), so tensors are compared to float32 rounding."""
     write_trace_set(tmp_path)
     shipped = sorted(p.relative_to(EMBEDDED_PATH) for p in EMBEDDED_PATH.rglob("*") if p.is_file())
     fresh = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if p.is_file())
     assert fresh == shipped
     for rel in shipped:
-        assert (tmp_path / rel).read_bytes() == (EMBEDDED_PATH / rel).read_bytes(), rel
+        if rel.suffix != ".safetensors":
+            assert (tmp_path / rel).read_bytes() == (EMBEDDED_PATH / rel).read_bytes(), rel
+            continue
+        new, old = load_file(tmp_path / rel), load_file(EMBEDDED_PATH / rel)
+        assert new.keys() == old.keys(), rel
+        for key in old:
+            assert new[key].dtype == old[key].dtype and new[key].shape == old[key].shape, (rel, key)
+            torch.testing.assert_close(new[key], old[key], rtol=1e-5, atol=1e-6, msg=f"{rel}:{key}")
 
 
 def test_missing_dataset_is_an_error_and_not_created(tmp_path):
