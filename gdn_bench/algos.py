@@ -7,6 +7,8 @@ reports why through `Algo.unavailable()`; the runner skips it with that line.
 
 import importlib.util
 from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
 
 import torch
 from flashinfer_bench import Solution
@@ -29,6 +31,9 @@ class Algo:
     min_compute_capability: tuple[int, int] | None = None
     requires: tuple[str, ...] = ()  # importable modules it needs
     extra: str | None = None  # `pip install -e ".[extra]"` provides them
+    # Timed after every other algorithm: running it changes how other kernels time in the
+    # same process (seen on an H200: fi-baseline timed ~12 % faster once torch.compile had run).
+    time_last: bool = False
 
     def unavailable(self) -> str | None:
         """Why this algorithm cannot run here, or None if it can."""
@@ -64,13 +69,22 @@ ALGOS: dict[str, Algo] = {
         Algo("pt-reference", "PyTorch loop over batch and head", _config("pt-reference"),
              "baselines/pt_reference"),
         Algo("pt-compiled", "torch.compile of the vectorized reference", _config("pt-compiled"),
-             "baselines/pt_compiled"),
+             "baselines/pt_compiled", time_last=True),
         Algo("fi-baseline", "FlashInfer gated_delta_rule_decode_pretranspose (contest baseline)",
              _config("fi-baseline"), "baselines/fi_baseline",
              needs_gpu=True, requires=("flashinfer",)),
         Algo("fla-lib", "flash-linear-attention fused_recurrent_gated_delta_rule",
              _config("fla-lib"), "baselines/fla_lib",
              needs_gpu=True, requires=("fla",), extra="baselines"),
+        Algo("fla-tma", "Triton variant: TMA tensor descriptors, pipelined loop over V-tiles",
+             _config("fla-tma", "triton", "kernel.py::kernel", dps=True), "solution/triton_tma",
+             needs_gpu=True, min_compute_capability=(9, 0)),
+        Algo("cuda-v1", "CUDA (TVM-FFI): one warp per block, lanes hold float4 columns of 8 rows",
+             _config("cuda-v1", "cuda", "kernel.cu::gdn_decode_v1", dps=True), "solution/cuda",
+             needs_gpu=True, requires=("tvm_ffi",)),
+        Algo("cuda-v4", "CUDA (TVM-FFI): 8 warps per block, one V-row per warp",
+             _config("cuda-v4", "cuda", "kernel.cu::gdn_decode_v4", dps=True), "solution/cuda",
+             needs_gpu=True, requires=("tvm_ffi",)),
     )
 }
 
@@ -84,3 +98,16 @@ def resolve(spec: str) -> list[Algo]:
     if unknown or not names:
         raise ValueError(f"unknown algorithm {', '.join(unknown) or repr(spec)}; valid: {', '.join(ALGOS)}, all")
     return [ALGOS[n] for n in dict.fromkeys(names)]
+
+
+def load_module(path: Path, name: str) -> ModuleType:
+    """Import a source file as a module (solution folders are not packages)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def load_submission() -> ModuleType:
+    """The submission's kernel.py as a module (for tuning and host timing)."""
+    return load_module(PROJECT_ROOT / ALGOS[SUBMISSION].source_dir / "kernel.py", "gdn_submission")

@@ -1,6 +1,5 @@
 """Shared test helpers: load the submission module, draw inputs, check one call."""
 
-import importlib.util
 import math
 import os
 from pathlib import Path
@@ -17,14 +16,6 @@ HQ, HV, D = 4, 8, 128
 BF16_REL = 2.0**-7 if os.environ.get("TRITON_INTERPRET") == "1" else 2.0**-8
 # Gate regimes a batch row can be drawn from (see draw_inputs).
 REGIMES = ("typical", "softplus_large", "softplus_negative", "beta_saturated")
-
-
-def load_module(path: Path, name: str):
-    """Import a source file as a module (the submission is not a package)."""
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def draw_inputs(batch: int, gen: torch.Generator, device: str, with_state: bool = True) -> dict:
@@ -88,3 +79,25 @@ def check_against_float64(inputs: dict, scale, output: torch.Tensor, new_state: 
     err = (output.cpu()[:, 0].double() - ref_out).abs()
     worst = (err / bound).max().item()
     assert worst <= 1.0, f"{what}: output error {err.max().item():.3e} exceeds bf16 rounding (ratio {worst:.2f})"
+
+
+INPUT_NAMES = ("q", "k", "v", "state", "A_log", "a", "dt_bias", "b")
+
+
+def call_and_check(fn, batch: int, with_state: bool, scale, seed: int, device: str, what: str,
+                   in_place: bool = False) -> None:
+    """Call fn(q, k, v, state, A_log, a, dt_bias, b, scale, output, new_state) positionally on
+    fresh inputs with NaN-poisoned outputs (new_state is the state tensor itself if in_place),
+    then check_against_float64; an input state not updated in place must stay unchanged."""
+    inputs = draw_inputs(batch, torch.Generator().manual_seed(seed), device, with_state)
+    original_state = inputs["state"].clone() if with_state else None
+    output, new_state = poisoned_outputs(batch, device)
+    if in_place:
+        new_state = inputs["state"]
+    fn(*(inputs[n] for n in INPUT_NAMES), scale, output, new_state)
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    what = f"{what} B={batch} state={with_state} scale={scale} seed={seed}"
+    check_against_float64(dict(inputs, state=original_state), scale, output, new_state, what)
+    if with_state and not in_place:
+        assert torch.equal(inputs["state"], original_state), f"{what}: the input state was modified"

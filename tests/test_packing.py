@@ -46,7 +46,7 @@ def _config(tmp_path, text):
         (lambda t: t.replace('entry_point = "kernel.py::kernel"\n', ""), r"missing key 'entry_point' in \[build\]"),
         (lambda t: t.replace("destination_passing_style = true\n", ""), r"missing key 'destination_passing_style'"),
         (lambda t: t.replace('language = "triton"\n', ""), r"missing key 'language' in \[build\]"),
-        (lambda t: t.replace("[build]", "[bild]"), r"missing section \[build\]"),
+        (lambda t: t.replace("[build", "[bild"), r"missing section \[build\]"),
         (lambda t: t.replace("gdn_decode_qk4_v8_d128_k_last", "gdn_prefill_qk4_v8_d128_k_last"),
          r"definition must be 'gdn_decode_qk4_v8_d128_k_last'"),
         (lambda t: t.replace("kernel.py::kernel", "kernel.py::no_such_function"),
@@ -81,8 +81,8 @@ def test_empty_source_file_is_rejected(tmp_path):
 
 
 def test_unknown_language_section(tmp_path):
-    with pytest.raises(PackError, match=r"no \[build.cuda\] section"):
-        read_config(_config(tmp_path, GOOD_CONFIG), language="cuda")
+    with pytest.raises(PackError, match=r"no \[build.cpp\] section"):
+        read_config(_config(tmp_path, GOOD_CONFIG), language="cpp")
 
 
 def test_write_solution_loads_back(tmp_path):

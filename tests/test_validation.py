@@ -1,11 +1,14 @@
-"""Bad inputs to the submission raise one ValueError naming the argument."""
+"""Bad inputs to the Triton kernels (the submission and fla-tma) raise one ValueError
+naming the argument."""
 
 import pytest
 import torch
 
-from helpers import KERNEL_PATH, draw_inputs, load_module, poisoned_outputs
+from gdn_bench.algos import load_module
+from helpers import KERNEL_PATH, ROOT, draw_inputs, poisoned_outputs
 
 sub = load_module(KERNEL_PATH, "gdn_submission_validation")
+tma = load_module(ROOT / "solution" / "triton_tma" / "kernel.py", "gdn_fla_tma_validation")
 NAMES = ("q", "k", "v", "state", "A_log", "a", "dt_bias", "b", "output", "new_state")
 
 
@@ -32,18 +35,19 @@ def _non_contiguous(t):
     return wide[..., ::2]
 
 
+@pytest.mark.parametrize("module", [sub, tma], ids=["fla-recurrent", "fla-tma"])
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize(
     "corrupt, expected",
     [(_wrong_shape, "shape"), (_wrong_dtype, "dtype"), (_wrong_device, "device"), (_non_contiguous, "contiguous")],
 )
-def test_bad_tensor_is_named(name, corrupt, expected, device):
+def test_bad_tensor_is_named(module, name, corrupt, expected, device):
     if name == "q" and expected == "device":
         pytest.skip("q's device is the reference device for the others")
     args = _args(device)
     args[name] = corrupt(args[name])
     with pytest.raises(ValueError, match=rf"^{name}: expected.*{expected}"):
-        sub.kernel(**args)
+        module.kernel(**args)
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -66,3 +70,12 @@ def test_batch_mismatch_is_named(device):
     args["v"] = _args(device, batch=3)["v"]
     with pytest.raises(ValueError, match=r"^v: expected shape \[2, 1, 8, 128\]"):
         sub.kernel(**args)
+
+
+def test_none_is_accepted_only_for_state(device):
+    args = dict(_args(device), state=None)
+    for name in NAMES:
+        if name != "state":
+            bad = dict(args, **{name: None})
+            with pytest.raises(ValueError, match=rf"^{name}: expected a .*[Tt]ensor"):
+                sub.kernel(**bad)

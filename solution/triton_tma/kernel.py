@@ -1,0 +1,173 @@
+"""Gated Delta Net decode step, "fla-tma": Triton with TMA tensor descriptors (sm_90+).
+
+Definition ``gdn_decode_qk4_v8_d128_k_last`` (Qwen3-Next linear attention, TP=4).
+For every batch row b and value head h (query/key head hq = h // 2), with D = 128:
+
+    g      = exp(-exp(A_log[h]) * softplus(a[b,h] + dt_bias[h]))       decay gate
+    beta   = sigmoid(b[b,h])                                           update gate
+    S      = state[b,h]                                (D_v x D_k, K contiguous: "K-last")
+    delta  = beta * (v[b,h] - g * (S @ k[b,hq]))                       (D_v,)
+    S'     = g * S + outer(delta, k[b,hq])                             new_state[b,h]
+    out    = scale * (S' @ q[b,hq]) = scale * (g * (S @ q) + (k . q) * delta)
+
+One program per (b, h) computes q, k, q . k and both gates once, then loops over the D / BV
+row tiles of that head's state. Each [BV, D] tile moves between global and shared memory
+through TMA (host-side tensor descriptors over the state viewed as [B * 8 * D, D]); the
+loop is software-pipelined with ``tl.range(num_stages=NUM_STAGES)``, so the loads of the
+next tiles are in flight while one tile is reduced, updated and stored.
+
+Design choices:
+  * Host-side descriptors (``triton.tools.tensor_descriptor.TensorDescriptor``), built once
+    per launch and passed as kernel arguments: programs create no descriptors, so no global
+    scratch allocator (``triton.set_allocator``) is needed or installed.
+  * No warp specialization: ``tl.range`` documents ``warp_specialize=True`` as supported on
+    Blackwell GPUs only, and for simple matmul loops; this loop runs on Hopper and has no
+    dot. Pipelining alone overlaps the TMA traffic with the arithmetic.
+
+``state=None`` means S = 0 (nothing is read); ``scale`` of 0 or None means 1/sqrt(D).
+On CUDA GPUs below sm_90, or on CPU outside Triton's interpreter, the launcher raises
+RuntimeError. Only torch, triton and the standard library are imported.
+"""
+
+import math
+import os
+
+import torch
+import triton
+import triton.language as tl
+from triton.tools.tensor_descriptor import TensorDescriptor
+
+NUM_Q_HEADS = 4
+NUM_V_HEADS = 8
+HEAD_SIZE = 128
+
+BLOCK_V = 32     # state rows per TMA tile (a [32, 128] f32 tile is 16 KiB)
+NUM_STAGES = 3   # tiles in flight in the pipelined loop
+NUM_WARPS = 4
+
+# Whether Triton interprets kernels on the CPU (read when the kernel below is decorated).
+_INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+@triton.jit
+def _softplus(x):
+    """softplus(x) = max(x, 0) + log1p(exp(-|x|)), exact for large |x| (no overflow)."""
+    y = tl.exp(-tl.abs(x))
+    u = 1.0 + y
+    # log1p(y) without a log1p primitive: log(u) corrected for the rounding of u = 1 + y.
+    log1p_y = tl.log(u) - ((u - 1.0) - y) / u
+    return tl.maximum(x, 0.0) + log1p_y
+
+
+@triton.jit
+def _gdn_decode_tma_kernel(
+    q_ptr, k_ptr, v_ptr, state_desc, A_log_ptr, a_ptr, dt_bias_ptr, b_ptr,
+    out_ptr, new_state_desc, scale,
+    HAS_STATE: tl.constexpr, HQ: tl.constexpr, HV: tl.constexpr,
+    D: tl.constexpr, BV: tl.constexpr, STAGES: tl.constexpr,
+):
+    bh = tl.program_id(0)            # b * HV + h
+    head = bh % HV
+    qk_row = (bh // HV) * HQ + head // (HV // HQ)
+
+    offs_k = tl.arange(0, D)
+    q = tl.load(q_ptr + qk_row * D + offs_k).to(tl.float32)
+    k = tl.load(k_ptr + qk_row * D + offs_k).to(tl.float32)
+    qk = tl.sum(q * k, axis=0)
+    x = tl.load(a_ptr + bh).to(tl.float32) + tl.load(dt_bias_ptr + head)
+    g = tl.exp(-tl.exp(tl.load(A_log_ptr + head)) * _softplus(x))
+    beta = 1.0 / (1.0 + tl.exp(-tl.load(b_ptr + bh).to(tl.float32)))
+
+    for tile in tl.range(0, D // BV, num_stages=STAGES):
+        offs_v = tile * BV + tl.arange(0, BV)
+        row = bh * D + tile * BV     # first row of this tile in the [B * HV * D, D] view
+        if HAS_STATE:
+            s = state_desc.load([row, 0])
+        else:
+            s = tl.zeros((BV, D), dtype=tl.float32)
+        v = tl.load(v_ptr + bh * D + offs_v).to(tl.float32)
+        delta = beta * (v - g * tl.sum(s * k[None, :], axis=1))
+        out = scale * (g * tl.sum(s * q[None, :], axis=1) + qk * delta)
+        new_state_desc.store([row, 0], g * s + delta[:, None] * k[None, :])
+        tl.store(out_ptr + bh * D + offs_v, out.to(out_ptr.dtype.element_ty))
+
+
+def _expect(name, tensor, shape, dtype, device):
+    """Raise ValueError naming `name` unless it is a contiguous tensor of this shape/dtype/device."""
+    if not isinstance(tensor, torch.Tensor):
+        raise ValueError(f"{name}: expected a torch.Tensor, got {type(tensor).__name__}")
+    if tuple(tensor.shape) != shape:
+        raise ValueError(f"{name}: expected shape {list(shape)}, got {list(tensor.shape)}")
+    if tensor.dtype != dtype:
+        raise ValueError(f"{name}: expected dtype {dtype}, got {tensor.dtype}")
+    if tensor.device != device:
+        raise ValueError(f"{name}: expected device {device} (that of q), got {tensor.device}")
+    if not tensor.is_contiguous():
+        raise ValueError(f"{name}: expected a contiguous tensor")
+
+
+def _resolve_scale(scale):
+    """scale as a Python float: 0 or None mean 1/sqrt(D); a 0-dim tensor is read."""
+    if scale is None:
+        return 1.0 / math.sqrt(HEAD_SIZE)
+    if isinstance(scale, torch.Tensor):
+        if scale.numel() != 1:
+            raise ValueError(f"scale: expected a scalar, got a tensor of shape {list(scale.shape)}")
+        scale = scale.item()
+    if not isinstance(scale, (int, float)) or not math.isfinite(scale):
+        raise ValueError(f"scale: expected a finite float, 0 or None, got {scale!r}")
+    return float(scale) if scale != 0 else 1.0 / math.sqrt(HEAD_SIZE)
+
+
+def _require_tma(device):
+    """Raise RuntimeError unless `device` is an sm_90+ GPU (or Triton interprets on CPU)."""
+    if device.type == "cuda":
+        major, minor = torch.cuda.get_device_capability(device)
+        if major < 9:
+            raise RuntimeError(f"fla-tma needs TMA (sm_90+); this GPU is sm_{major}{minor}")
+    elif not _INTERPRETED:
+        raise RuntimeError(
+            f"fla-tma needs TMA (sm_90+); the tensors are on {device}, not on a CUDA GPU "
+            "(only Triton's interpreter, TRITON_INTERPRET=1, runs it elsewhere)"
+        )
+
+
+def _tile_descriptor(name, state):
+    """TMA descriptor of a [B, HV, D, D] state as [B * HV * D, D] rows, [BLOCK_V, D] tiles."""
+    if state.data_ptr() % 16 != 0:
+        raise ValueError(f"{name}: expected a 16-byte aligned data pointer (TMA)")
+    return TensorDescriptor.from_tensor(state.view(-1, HEAD_SIZE), [BLOCK_V, HEAD_SIZE])
+
+
+def kernel(q, k, v, state, A_log, a, dt_bias, b, scale, output, new_state):
+    """DPS entry point: writes `output` [B,1,8,128] bf16 and `new_state` [B,8,128,128] f32.
+
+    Launches exactly one kernel. Raises ValueError naming the first bad argument, and
+    RuntimeError where TMA is not available (see _require_tma).
+    """
+    if not isinstance(q, torch.Tensor) or q.dim() != 4:
+        raise ValueError(f"q: expected a [B,1,{NUM_Q_HEADS},{HEAD_SIZE}] tensor")
+    batch, device = q.shape[0], q.device
+    D, HQ, HV = HEAD_SIZE, NUM_Q_HEADS, NUM_V_HEADS
+    _expect("q", q, (batch, 1, HQ, D), torch.bfloat16, device)
+    _expect("k", k, (batch, 1, HQ, D), torch.bfloat16, device)
+    _expect("v", v, (batch, 1, HV, D), torch.bfloat16, device)
+    if state is not None:
+        _expect("state", state, (batch, HV, D, D), torch.float32, device)
+    _expect("A_log", A_log, (HV,), torch.float32, device)
+    _expect("a", a, (batch, 1, HV), torch.bfloat16, device)
+    _expect("dt_bias", dt_bias, (HV,), torch.float32, device)
+    _expect("b", b, (batch, 1, HV), torch.bfloat16, device)
+    _expect("output", output, (batch, 1, HV, D), torch.bfloat16, device)
+    _expect("new_state", new_state, (batch, HV, D, D), torch.float32, device)
+    scale = _resolve_scale(scale)
+    _require_tma(device)
+    if batch == 0:
+        return
+    new_state_desc = _tile_descriptor("new_state", new_state)
+    state_desc = new_state_desc if state is None else _tile_descriptor("state", state)
+    _gdn_decode_tma_kernel[(batch * HV,)](
+        q, k, v, state_desc, A_log, a, dt_bias, b, output, new_state_desc, scale,
+        HAS_STATE=state is not None, HQ=HQ, HV=HV, D=D, BV=BLOCK_V, STAGES=NUM_STAGES,
+        num_warps=NUM_WARPS,
+    )

@@ -1,0 +1,67 @@
+"""fla-tma (solution/triton_tma/kernel.py): the float64 reference, the sm_90+ requirement,
+argument validation and self-containment (torch, triton and the standard library only).
+
+Triton's interpreter emulates tensor descriptors, so on CPU (TRITON_INTERPRET=1) the TMA
+kernel itself runs, on small batches; GDN_TEST_DEVICE=cuda compiles it (sm_90+ GPU) and
+covers batches up to 512.
+"""
+
+import sys
+
+import pytest
+import torch
+
+from conftest import DEVICE, SEED
+from gdn_bench.algos import load_module
+from helpers import ROOT, call_and_check, draw_inputs, poisoned_outputs
+from test_self_contained import ALLOWED_THIRD_PARTY, _imported_roots
+from test_validation import _args
+
+TMA_PATH = ROOT / "solution" / "triton_tma" / "kernel.py"
+tma = load_module(TMA_PATH, "gdn_fla_tma")
+
+BATCHES = (1, 3, 16, 64, 128, 512) if DEVICE == "cuda" else (1, 3, 16)
+SCALES = (None, 0.0, 0.0625)
+needs_tma = pytest.mark.skipif(
+    DEVICE == "cuda" and torch.cuda.get_device_capability() < (9, 0), reason="fla-tma needs an sm_90+ GPU"
+)
+
+
+@needs_tma
+@pytest.mark.parametrize("with_state", (True, False))
+@pytest.mark.parametrize("batch", BATCHES)
+def test_matches_float64_reference(batch, with_state, device):
+    scale = SCALES[(batch + with_state) % len(SCALES)]
+    call_and_check(tma.kernel, batch, with_state, scale, SEED + 10 * batch + with_state, device, "fla-tma")
+
+
+@needs_tma
+def test_in_place_state_update(device):
+    """new_state may be the state tensor itself (each tile is read before it is written)."""
+    call_and_check(tma.kernel, 3, True, None, SEED + 7, device, "fla-tma in place", in_place=True)
+
+
+def test_refuses_cpu_without_interpreter(monkeypatch):
+    monkeypatch.setattr(tma, "_INTERPRETED", False)
+    inputs = draw_inputs(1, torch.Generator().manual_seed(0), "cpu")
+    output, new_state = poisoned_outputs(1, "cpu")
+    with pytest.raises(RuntimeError, match=r"^fla-tma needs TMA \(sm_90\+\); the tensors are on cpu"):
+        tma.kernel(**inputs, scale=None, output=output, new_state=new_state)
+
+
+def test_refuses_pre_hopper_gpu(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (8, 6))
+    with pytest.raises(RuntimeError, match=r"^fla-tma needs TMA \(sm_90\+\); this GPU is sm_86$"):
+        tma._require_tma(torch.device("cuda", 0))
+
+
+@pytest.mark.parametrize("scale", [float("nan"), "0.1", torch.ones(2)])
+def test_bad_scale_is_named(scale, device):
+    with pytest.raises(ValueError, match=r"^scale: expected"):
+        tma.kernel(**dict(_args(device), scale=scale))
+
+
+def test_imports_only_torch_triton_stdlib():
+    roots = set(_imported_roots(TMA_PATH))
+    outside = {r for r in roots if r not in ALLOWED_THIRD_PARTY and r not in sys.stdlib_module_names}
+    assert not outside, f"fla-tma imports {outside}"
