@@ -4,14 +4,15 @@ On a GPU, each workload goes through flashinfer-bench's Benchmark (status, max e
 its own "harness" latency), then this process times every passing (algorithm, workload)
 with CUPTI and a cold L2 ("kernel") and times the state copy per batch size ("floor").
 Without a GPU, it checks correctness only, with Triton's interpreter (TRITON_INTERPRET=1 must
-be set before triton is first imported: scripts/run_local.py does it).
-Nothing is ever written into the dataset folder.
+be set before triton is first imported: gdn_bench.device.prepare_triton does it).
+Nothing is ever written into the dataset folder. `split` cuts a run into jobs that can run
+anywhere (scripts/run_modal.py runs them on Modal) and whose Results merge back into one.
 """
 
 import datetime
 import importlib.metadata
 import platform
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -42,6 +43,7 @@ class RunSettings:
     iterations: int = 50
     trials: int = 3
     out: Path = Path("results")
+    shard: tuple[int, int] | None = None  # (index, count): one slice of the selection, see select_workloads
 
 
 def _has_blob(w: Workload) -> bool:
@@ -50,7 +52,9 @@ def _has_blob(w: Workload) -> bool:
 
 def select_workloads(trace_set: TraceSet, settings: RunSettings, cpu: bool) -> list[Workload]:
     """Filter by --workload-id prefix and --batch-sizes, then cap at -n. With no filter on CPU,
-    the small default subset (CPU_DEFAULT_BATCHES plus one model-like workload)."""
+    the small default subset (CPU_DEFAULT_BATCHES plus one model-like workload). With a shard
+    (index, count), only the index-th of `count` near-equal contiguous slices of that selection
+    ordered by batch size (possibly empty when count exceeds the selection)."""
     workloads = [t.workload for t in trace_set.workloads[settings.definition]]
     if settings.workload_id:
         workloads = [w for w in workloads if w.uuid.startswith(settings.workload_id)]
@@ -67,7 +71,17 @@ def select_workloads(trace_set: TraceSet, settings: RunSettings, cpu: bool) -> l
         workloads = workloads[: settings.num_workloads]
     if not workloads:
         raise ValueError("no workload matches the given --workload-id / --batch-sizes")
+    if settings.shard:
+        index, count = settings.shard
+        workloads = sorted(workloads, key=lambda w: w.axes["batch_size"])
+        workloads = workloads[len(workloads) * index // count: len(workloads) * (index + 1) // count]
     return workloads
+
+
+def split(settings: RunSettings, groups: int) -> list[RunSettings]:
+    """One job per (algorithm, batch-size group): each algorithm's selection cut into `groups`
+    slices of neighbouring batch sizes. Together the jobs cover exactly what `settings` covers."""
+    return [replace(settings, algos=[algo], shard=(i, groups)) for algo in settings.algos for i in range(groups)]
 
 
 def _meta(settings: RunSettings, trace_set: TraceSet, cpu: bool) -> dict:
@@ -115,7 +129,7 @@ def run(settings: RunSettings) -> Results:
     workloads = select_workloads(trace_set, settings, cpu)
     results = Results(meta=_meta(settings, trace_set, cpu))
     solutions = _packed(algos, results, workloads)
-    if solutions:
+    if solutions and workloads:
         (_run_cpu if cpu else _run_gpu)(settings, trace_set, workloads, solutions, results)
     results.rows.sort(key=lambda r: (r.batch_size, r.workload, r.algo))
     return results
@@ -184,12 +198,14 @@ def _harness_tier(settings, trace_set, definition, workloads, solutions) -> dict
 
 
 def _kernel_tier(definition, root, workloads, solutions, rows: dict) -> None:
-    """CUPTI kernel time for every (algorithm, workload) that passed."""
+    """CUPTI kernel time for every (algorithm, workload) that passed, one algorithm at a time,
+    those marked `time_last` after the rest."""
     from flashinfer_bench.bench.evaluators.utils import allocate_outputs
     from flashinfer_bench.compile import BuilderRegistry
 
     registry = BuilderRegistry.get_instance()
-    todo = [(a, w) for w in workloads for a in solutions if rows[(a, w.uuid)].status == "PASSED"]
+    order = sorted(solutions, key=lambda a: algo_registry.ALGOS[a].time_last)
+    todo = [(a, w) for a in order for w in workloads if rows[(a, w.uuid)].status == "PASSED"]
     for algo, w in tqdm(todo, desc="kernel time (CUPTI)", unit="case"):
         row = rows[(algo, w.uuid)]
         runnable = registry.build(definition, solutions[algo])

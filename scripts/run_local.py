@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from gdn_bench.definition import DEFINITION_NAME
+from gdn_bench.device import prepare_triton
 
 DEFAULT_ALGO = "fla-recurrent"
 
@@ -31,27 +32,32 @@ def _batch_sizes(text: str) -> list[int]:
     return sizes
 
 
-def _positive(text: str) -> int:
+def positive_int(text: str) -> int:
     value = int(text)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
     return value
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """The flags every runner shares (run_local and run_modal): all but --dataset."""
     parser.add_argument("--algo", default=os.environ.get("ALGO", DEFAULT_ALGO),
                         help=f"NAME[,NAME...] or 'all' (default: $ALGO, else {DEFAULT_ALGO})")
-    parser.add_argument("--dataset", type=Path, default=os.environ.get("FIB_DATASET_PATH"),
-                        help="trace set root (default: $FIB_DATASET_PATH, else the embedded one)")
     parser.add_argument("--definition", default=DEFINITION_NAME, help=f"definition name (default {DEFINITION_NAME})")
-    parser.add_argument("-n", "--num-workloads", type=_positive, help="at most this many workloads")
+    parser.add_argument("-n", "--num-workloads", type=positive_int, help="at most this many workloads")
     parser.add_argument("--batch-sizes", type=_batch_sizes, help="only these batch sizes, e.g. 1,4,64")
     parser.add_argument("--workload-id", help="only workloads whose uuid starts with this")
-    parser.add_argument("--warmup", type=_positive, default=10, help="harness warm-up calls (default 10)")
-    parser.add_argument("--iterations", type=_positive, default=50, help="harness timed calls (default 50)")
-    parser.add_argument("--trials", type=_positive, default=3, help="harness trials (default 3)")
+    parser.add_argument("--warmup", type=positive_int, default=10, help="harness warm-up calls (default 10)")
+    parser.add_argument("--iterations", type=positive_int, default=50, help="harness timed calls (default 50)")
+    parser.add_argument("--trials", type=positive_int, default=3, help="harness trials (default 3)")
     parser.add_argument("--out", type=Path, help="results folder (default results/<UTC time>)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_run_arguments(parser)
+    parser.add_argument("--dataset", type=Path, default=os.environ.get("FIB_DATASET_PATH"),
+                        help="trace set root (default: $FIB_DATASET_PATH, else the embedded one)")
     return parser
 
 
@@ -68,13 +74,21 @@ def settings_from_args(args: argparse.Namespace):
     )
 
 
+def report(results, out: Path) -> int:
+    """Print the table and write the report under `out`; the exit status: 0 when every
+    (algorithm, workload) passed, else 1."""
+    from gdn_bench.report import format_table, write_report
+
+    print(format_table(results))
+    paths = write_report(results, Path(out))
+    print(f"wrote {paths['json']}, {paths['plot']}, {paths['table']}")
+    ok = results.rows and all(r.status == "PASSED" for r in results.rows)
+    return 0 if ok else 1
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    import torch
-
-    if not torch.cuda.is_available():
-        os.environ["TRITON_INTERPRET"] = "1"  # before anything imports triton
-    from gdn_bench.report import format_table, write_report
+    prepare_triton()
     from gdn_bench.runner import run
 
     try:
@@ -83,11 +97,7 @@ def main(argv=None) -> int:
     except (ValueError, FileNotFoundError) as e:
         print(f"run_local: error: {e}", file=sys.stderr)
         return 2
-    print(format_table(results))
-    paths = write_report(results, Path(settings.out))
-    print(f"wrote {paths['json']}, {paths['plot']}, {paths['table']}")
-    ok = results.rows and all(r.status == "PASSED" for r in results.rows)
-    return 0 if ok else 1
+    return report(results, settings.out)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,179 @@
+"""Run GDN decode algorithms on Modal's GPUs (B200 by default) and report as run_local does.
+
+    modal run scripts/run_modal.py                          # the submission on the embedded trace set
+    modal run scripts/run_modal.py --algo all --gpu H100
+    modal run scripts/run_modal.py --volume mlsys26-contest --volume-path /mlsys26-contest -n 20
+    python scripts/run_modal.py [same flags]                # checks them before contacting Modal
+
+Flags: run_local's (--algo or $ALGO, --definition, -n, --batch-sizes, --workload-id, --warmup,
+--iterations, --trials, --out) except --dataset, plus the Modal ones below. The trace set is the
+embedded one, or the one at --volume-path inside the Modal Volume --volume.
+Each (algorithm, batch-size group) is one job: gdn_bench.runner.run in a container of the
+contest's evaluation image, on up to --max-containers GPUs at once. Their partial results merge
+into one report, written locally under --out (results.json, kernel_time.png, report.txt).
+Triton's cache persists on the Volume gdn-decode-kit-triton-cache, so kernels compile once.
+Needs Modal credentials (`modal setup`). Exit status: 0 when every (algorithm, workload)
+passed, 1 when any failed, 2 for bad arguments or missing credentials.
+"""
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+import modal
+
+from gdn_bench.device import prepare_triton
+
+EVAL_IMAGE = "flashinfer/flashinfer-ci-cu132:latest"  # the contest's evaluation image
+DEFAULT_GPU = "B200"
+DEFAULT_MAX_CONTAINERS = 8
+JOB_TIMEOUT_S = 30 * 60
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+REMOTE_ROOT = "/root/gdn-decode-kit"
+REMOTE_DIRS = ("gdn_bench", "solution", "baselines")  # with config.toml, all that the runner reads
+CACHE_MOUNT = "/cache"
+DATASET_MOUNT = Path("/dataset")
+# Batch-size groups per algorithm: as many as the contest mix has batch sizes.
+BATCH_GROUPS = 7
+NO_CREDENTIALS = (
+    "run_modal: no Modal credentials found. Run `modal setup` once (it stores a token in "
+    "~/.modal.toml), or set MODAL_TOKEN_ID and MODAL_TOKEN_SECRET, then try again."
+)
+
+
+def has_credentials() -> bool:
+    """Whether Modal can authenticate, by its own config (MODAL_TOKEN_ID/MODAL_TOKEN_SECRET, else
+    the active profile of ~/.modal.toml), or an OAuth token in the environment. Nothing is sent."""
+    from modal.config import config
+
+    return bool(config.get("token_id") and config.get("token_secret")) or "MODAL_OAUTH_REFRESH_TOKEN" in os.environ
+
+
+def require_credentials() -> None:
+    """Exit with status 2 and NO_CREDENTIALS when Modal could not authenticate."""
+    if not has_credentials():
+        print(NO_CREDENTIALS, file=sys.stderr)
+        raise SystemExit(2)
+
+
+if modal.is_local() and "modal.cli.run" in sys.modules:
+    require_credentials()  # `modal run` is importing this file, and connects to Modal next
+
+
+def with_sources(base: modal.Image) -> modal.Image:
+    """`base` plus config.toml and REMOTE_DIRS under REMOTE_ROOT (bytecode caches left out),
+    added at container start, so editing a kernel needs no image rebuild."""
+    sourced = base.add_local_file(PROJECT_ROOT / "config.toml", f"{REMOTE_ROOT}/config.toml")
+    for name in REMOTE_DIRS:
+        sourced = sourced.add_local_dir(PROJECT_ROOT / name, f"{REMOTE_ROOT}/{name}", ignore=["**/__pycache__"])
+    return sourced
+
+
+triton_cache = modal.Volume.from_name("gdn-decode-kit-triton-cache", create_if_missing=True)
+image = with_sources(
+    modal.Image.from_registry(EVAL_IMAGE).env({"PYTHONPATH": REMOTE_ROOT, "TRITON_CACHE_DIR": f"{CACHE_MOUNT}/triton"})
+)
+app = modal.App("gdn-decode-kit", image=image)
+
+
+@app.function(gpu=DEFAULT_GPU, volumes={CACHE_MOUNT: triton_cache}, timeout=JOB_TIMEOUT_S, scaledown_window=10)
+def run_job(settings) -> dict:
+    """One job (a gdn_bench.runner.RunSettings) through the runner run_local uses; returns
+    Results.to_json(). Modal commits the cache Volume when the container exits. With .local()
+    on a machine without a GPU, it is run_local's CPU correctness pass."""
+    prepare_triton()
+    from gdn_bench.runner import run
+
+    return run(settings).to_json()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """run_local's flags but --dataset, and the Modal ones."""
+    from run_local import add_run_arguments, positive_int
+
+    parser = argparse.ArgumentParser(prog="run_modal.py", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_run_arguments(parser)
+    parser.add_argument("--gpu", default=DEFAULT_GPU, help=f"Modal GPU type (default {DEFAULT_GPU})")
+    parser.add_argument("--max-containers", type=positive_int, default=DEFAULT_MAX_CONTAINERS,
+                        help=f"at most this many GPUs at once (default {DEFAULT_MAX_CONTAINERS})")
+    parser.add_argument("--volume", help="Modal Volume holding the trace set (default: the embedded one)")
+    parser.add_argument("--volume-path", default="", help="the trace set's folder inside --volume (default: its root)")
+    return parser
+
+
+def jobs(settings, embedded: bool) -> list:
+    """The (algorithm, batch-size group) jobs: BATCH_GROUPS per algorithm, no more than the
+    selected workloads (counted here for the embedded trace set, else bounded by -n). Raises
+    ValueError when nothing of the embedded trace set is selected."""
+    from gdn_bench.dataset import load_trace_set
+    from gdn_bench.runner import select_workloads, split
+
+    selected = settings.num_workloads or BATCH_GROUPS
+    if embedded:
+        selected = len(select_workloads(load_trace_set(None, settings.definition), settings, cpu=False))
+    return split(settings, min(BATCH_GROUPS, selected))
+
+
+def plan(argv: list[str] | None) -> tuple[list, argparse.Namespace]:
+    """The jobs and the parsed flags (args.out resolved) from the command line. Bad flags exit
+    with status 2 here, before anything is sent to Modal."""
+    from run_local import settings_from_args
+
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.volume_path and not args.volume:
+        parser.error("--volume-path needs --volume")
+    args.dataset = DATASET_MOUNT / args.volume_path.lstrip("/") if args.volume else None
+    try:
+        settings = settings_from_args(args)
+        todo = jobs(settings, embedded=args.volume is None)
+    except ValueError as e:
+        parser.error(str(e))
+    args.out = settings.out
+    return todo, args
+
+
+def configured_job(gpu: str, max_containers: int, volume: str | None) -> modal.Function:
+    """run_job on `gpu`, at most `max_containers` at once, with the dataset Volume if any."""
+    volumes = {CACHE_MOUNT: triton_cache}
+    if volume:
+        volumes[str(DATASET_MOUNT)] = modal.Volume.from_name(volume)
+    return run_job.with_options(gpu=gpu, max_containers=max_containers, volumes=volumes)
+
+
+def launch(todo: list, args: argparse.Namespace) -> int:
+    """Run the jobs on the running app, merge their results and write the report."""
+    from run_local import report
+
+    from gdn_bench.results import Results, merge
+
+    print(f"run_modal: {len(todo)} jobs on up to {args.max_containers} {args.gpu} GPUs")
+    try:
+        parts = configured_job(args.gpu, args.max_containers, args.volume).map(todo)
+        results = merge([Results.from_json(part) for part in parts])
+    except (ValueError, FileNotFoundError, modal.exception.NotFoundError) as e:
+        print(f"run_modal: error: {e}", file=sys.stderr)
+        return 2
+    return report(results, args.out)
+
+
+@app.local_entrypoint()
+def modal_main(*arglist: str) -> None:
+    """Takes run_modal.py's flags (python scripts/run_modal.py --help lists them)."""
+    status = launch(*plan(list(arglist)))
+    if status:
+        raise SystemExit(status)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python scripts/run_modal.py`: flags and credentials are checked before the app starts."""
+    todo, args = plan(argv)
+    require_credentials()
+    with modal.enable_output(), app.run():
+        return launch(todo, args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

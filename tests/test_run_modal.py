@@ -1,0 +1,187 @@
+"""scripts/run_modal.py offline: the app builds without contacting Modal, the job body runs
+in-process (.local()) as run_local's runner does, jobs cover the selection exactly and merge
+back into one report, and missing credentials stop the run with one clear message.
+Tests of gdn_bench alone (split, merge) run without modal; the others skip without it."""
+
+import importlib
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from gdn_bench.dataset import load_trace_set
+from gdn_bench.device import prepare_triton
+from gdn_bench.results import Results, Row, merge
+from gdn_bench.runner import RunSettings, run, select_workloads, split
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPTS = ROOT / "scripts"
+# Small on CPU (Triton's interpreter): run_local's CPU default subset, three workloads at B = 1 and 4.
+SMALL = RunSettings(algos=["fla-recurrent", "pt-reference"])
+
+
+@pytest.fixture(scope="module")
+def run_modal():
+    pytest.importorskip("modal", minversion="1.5", reason='modal is not installed: pip install -e ".[modal]"')
+    if str(SCRIPTS) not in sys.path:
+        sys.path.insert(0, str(SCRIPTS))
+    return importlib.import_module("run_modal")
+
+
+@pytest.fixture(scope="module")
+def direct():
+    """What run_local's runner gives for SMALL, in this process."""
+    return run(SMALL).to_json()
+
+
+def _cases(results: dict) -> list[tuple]:
+    return [(r["algo"], r["workload"], r["batch_size"], r["status"]) for r in results["rows"]]
+
+
+def _row(algo, workload, batch=1, status="PASSED"):
+    return Row(algo, workload, batch, status, kernel_us=1.0)
+
+
+# --- gdn_bench: jobs and merging (no modal needed) ---------------------------------------------
+
+
+@pytest.mark.parametrize("groups", [1, 3, 7, 60])
+def test_split_covers_the_selection_once_in_batch_order(groups):
+    trace_set = load_trace_set()
+    settings = RunSettings(algos=["fla-recurrent", "pt-reference"])
+    selection = select_workloads(trace_set, settings, cpu=False)
+    jobs = split(settings, groups)
+    assert [(j.algos, j.shard) for j in jobs] == [([a], (i, groups)) for a in settings.algos for i in range(groups)]
+    slices = [select_workloads(trace_set, j, cpu=False) for j in jobs[:groups]]
+    assert sorted(w.uuid for s in slices for w in s) == sorted(w.uuid for w in selection)
+    sizes = [[w.axes["batch_size"] for w in s] for s in slices if s]
+    assert all(a[-1] <= b[0] for a, b in zip(sizes, sizes[1:])), "slices must be neighbouring batch sizes"
+    assert max(map(len, slices)) - min(map(len, slices)) <= 1
+
+
+def test_merge_disjoint_parts():
+    a = Results(meta={"gpu": "B200"}, floors_us={1: 2.0}, rows=[_row("x", "w2", 4), _row("x", "w1")])
+    b = Results(meta={"gpu": "other"}, floors_us={4: 3.0}, rows=[_row("y", "w1", status="INCORRECT_NUMERICAL")])
+    merged = merge([a, b])
+    assert merged.meta == {"gpu": "B200"}
+    assert merged.floors_us == {1: 2.0, 4: 3.0}
+    assert [(r.algo, r.workload) for r in merged.rows] == [("x", "w1"), ("y", "w1"), ("x", "w2")]
+    assert merged.to_json()["summary"]["passed"] == 2
+
+
+def test_merge_skipped_only_where_it_ran_nowhere():
+    ran = Results(rows=[_row("fla-lib", "w1")])
+    skipped_here = Results(skipped={"fla-lib": "needs fla", "fi-baseline": "needs a CUDA GPU"})
+    merged = merge([skipped_here, ran])
+    assert merged.skipped == {"fi-baseline": "needs a CUDA GPU"}
+
+
+def test_merge_rejects_a_case_reported_twice():
+    with pytest.raises(ValueError, match="x on workload w1 appears in two partial results"):
+        merge([Results(rows=[_row("x", "w1")]), Results(rows=[_row("x", "w1", 4)])])
+
+
+def test_prepare_triton_sets_the_interpreter_only_without_gpu(monkeypatch):
+    import torch
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    assert prepare_triton() == torch.cuda.is_available()
+    assert (os.environ.get("TRITON_INTERPRET") == "1") != torch.cuda.is_available()
+
+
+# --- scripts/run_modal.py ----------------------------------------------------------------------
+
+
+def test_app_image_and_function_build_offline(run_modal):
+    import modal
+
+    assert isinstance(run_modal.app, modal.App) and run_modal.app.name == "gdn-decode-kit"
+    assert isinstance(run_modal.image, modal.Image)
+    assert isinstance(run_modal.run_job, modal.Function)
+    assert run_modal.DEFAULT_GPU == "B200" and run_modal.EVAL_IMAGE == "flashinfer/flashinfer-ci-cu132:latest"
+    assert isinstance(run_modal.configured_job("H100", 3, "contest-data"), modal.Function)
+    assert isinstance(run_modal.modal_main, modal.app.LocalEntrypoint)
+
+
+def test_image_holds_all_that_the_runner_reads(run_modal):
+    """Every algorithm's sources and config.toml lie in what the image adds under REMOTE_ROOT."""
+    from gdn_bench.algos import ALGOS
+    from gdn_bench.packing import CONFIG_PATH
+
+    assert CONFIG_PATH == ROOT / "config.toml"
+    tops = {"gdn_bench"} | {Path(a.source_dir).parts[0] for a in ALGOS.values()}
+    assert tops <= set(run_modal.REMOTE_DIRS)
+    assert all((ROOT / name).is_dir() for name in run_modal.REMOTE_DIRS)
+
+
+def test_plan_from_run_local_flags(run_modal):
+    jobs, args = run_modal.plan(["--algo", "fla-recurrent,pt-reference", "--batch-sizes", "1,64",
+                                 "--gpu", "H100", "--max-containers", "3", "--out", "somewhere"])
+    assert len(jobs) == 2 * run_modal.BATCH_GROUPS
+    assert {j.dataset for j in jobs} == {None} and {tuple(j.batch_sizes) for j in jobs} == {(1, 64)}
+    assert (args.gpu, args.max_containers, args.out) == ("H100", 3, Path("somewhere"))
+    assert len(run_modal.plan(["--algo", "fla-recurrent", "-n", "2"])[0]) == 2
+    jobs, args = run_modal.plan(["--algo", "fla-recurrent", "--volume", "contest", "--volume-path", "/mlsys26-contest"])
+    assert {j.dataset for j in jobs} == {Path("/dataset/mlsys26-contest")} and args.volume == "contest"
+    assert args.out.parent == Path("results")
+
+
+@pytest.mark.parametrize("argv", [["--algo", "nope"], ["--workload-id", "zzz"], ["--volume-path", "x"],
+                                  ["--dataset", "somewhere"], ["-n", "0"]])
+def test_plan_rejects_bad_flags(run_modal, argv, capsys):
+    with pytest.raises(SystemExit) as e:
+        run_modal.plan(argv)
+    assert e.value.code == 2
+    assert "run_modal.py: error:" in capsys.readouterr().err
+
+
+@pytest.mark.filterwarnings("ignore:The run_job function is executing locally")
+def test_job_body_in_process_matches_the_runner(run_modal, direct):
+    local = run_modal.run_job.local(SMALL)
+    assert local.keys() == direct.keys()
+    assert local["meta"].keys() == direct["meta"].keys() and local["meta"]["mode"] == direct["meta"]["mode"]
+    assert _cases(local) == _cases(direct) and local["skipped"] == direct["skipped"]
+    assert local["summary"] == direct["summary"]
+
+
+@pytest.mark.filterwarnings("ignore:The run_job function is executing locally")
+def test_launch_writes_the_report_run_local_writes(run_modal, monkeypatch, tmp_path):
+    """A command line's jobs, run in-process instead of on Modal, merge into run_local's report."""
+    import run_local
+
+    flags = ["--algo", "fla-recurrent,pt-reference"]
+    in_process = SimpleNamespace(map=lambda jobs: [run_modal.run_job.local(job) for job in jobs])
+    monkeypatch.setattr(run_modal, "configured_job", lambda *options: in_process)
+    assert run_modal.launch(*run_modal.plan([*flags, "--out", str(tmp_path / "modal")])) == 0
+    assert run_local.main([*flags, "--out", str(tmp_path / "local")]) == 0
+    ours, theirs = (json.loads((tmp_path / name / "results.json").read_text()) for name in ("modal", "local"))
+    assert _cases(ours) == _cases(theirs) and ours["summary"] == theirs["summary"]
+    assert (tmp_path / "modal" / "kernel_time.png").is_file()
+    if theirs["meta"]["mode"] == "cpu-correctness":  # on a GPU the tables hold this run's timings
+        # Random inputs are drawn anew in every run: the error columns differ, nothing else.
+        table = [re.sub(r"\d\.\d\de[+-]\d\d", "#", (tmp_path / name / "report.txt").read_text())
+                 for name in ("modal", "local")]
+        assert table[0] == table[1]
+
+
+def test_has_credentials_from_environment(run_modal, monkeypatch):
+    monkeypatch.setenv("MODAL_TOKEN_ID", "ak-test")
+    monkeypatch.setenv("MODAL_TOKEN_SECRET", "as-test")
+    assert run_modal.has_credentials()
+
+
+@pytest.mark.parametrize("command", [["scripts/run_modal.py"], ["-m", "modal", "run", "scripts/run_modal.py"]],
+                         ids=["python", "modal-run"])
+def test_no_credentials_one_clear_message(run_modal, command, tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MODAL_")}
+    env.update(HOME=str(tmp_path), PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])))
+    result = subprocess.run([sys.executable, *command, "--algo", "fla-recurrent", "-n", "1"],
+                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert result.stderr.strip() == run_modal.NO_CREDENTIALS
+    assert "modal setup" in result.stderr and "MODAL_TOKEN_ID" in result.stderr
