@@ -1,0 +1,134 @@
+"""scripts/run_local.py on CPU: arguments, every error path, the correctness-only fallback end
+to end, results.json and the plot; plus the pieces it is built from (CUPTI grouping, score)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from gdn_bench.dataset import EMBEDDED_PATH
+from gdn_bench.packing import PROJECT_ROOT
+from gdn_bench.results import Results, Row, contest_score
+from gdn_bench.timing import TimingError, group_call_times
+
+sys.path.insert(0, str(PROJECT_ROOT / "scripts"))
+import run_local  # noqa: E402
+
+
+def _settings(argv):
+    return run_local.settings_from_args(run_local.build_parser().parse_args(argv))
+
+
+def test_defaults(monkeypatch):
+    monkeypatch.delenv("ALGO", raising=False)
+    monkeypatch.delenv("FIB_DATASET_PATH", raising=False)
+    s = _settings([])
+    assert s.algos == ["fla-recurrent"] and s.dataset is None and s.definition == "gdn_decode_qk4_v8_d128_k_last"
+    assert (s.warmup, s.iterations, s.trials) == (10, 50, 3)
+    assert s.out.parent.name == "results"
+
+
+def test_environment_fallbacks(monkeypatch, tmp_path):
+    monkeypatch.setenv("ALGO", "pt-reference,fla-recurrent")
+    monkeypatch.setenv("FIB_DATASET_PATH", str(tmp_path))
+    s = _settings([])
+    assert s.algos == ["pt-reference", "fla-recurrent"] and s.dataset == tmp_path
+
+
+def test_all_and_filters():
+    s = _settings(["--algo", "all", "--batch-sizes", "1,64", "-n", "3", "--workload-id", "6e75", "--out", "x"])
+    assert "fi-baseline" in s.algos and "fla-recurrent" in s.algos
+    assert s.batch_sizes == [1, 64] and s.num_workloads == 3 and s.workload_id == "6e75"
+
+
+@pytest.mark.parametrize("argv", [["--batch-sizes", "1,x"], ["--batch-sizes", "0"], ["-n", "0"], ["--iterations", "-1"]])
+def test_bad_numbers_exit_2(argv, capsys):
+    with pytest.raises(SystemExit) as e:
+        run_local.build_parser().parse_args(argv)
+    assert e.value.code == 2
+
+
+def _main(argv, capsys):
+    code = run_local.main(argv)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_unknown_algorithm_lists_the_valid_ones(capsys, tmp_path):
+    code, _, err = _main(["--algo", "fla-recurent", "--out", str(tmp_path)], capsys)
+    assert code == 2 and "unknown algorithm fla-recurent" in err and "fla-recurrent" in err and "all" in err
+
+
+def test_missing_dataset_is_an_error_and_is_not_created(capsys, tmp_path):
+    missing = tmp_path / "no-such-dataset"
+    code, _, err = _main(["--dataset", str(missing), "--out", str(tmp_path / "out")], capsys)
+    assert code == 2 and "does not exist" in err
+    assert not missing.exists()
+
+
+def test_dataset_without_the_definition(capsys, tmp_path):
+    (tmp_path / "definitions").mkdir()
+    code, _, err = _main(["--dataset", str(tmp_path), "--out", str(tmp_path / "out")], capsys)
+    assert code == 2 and "has no definition" in err
+
+
+def test_no_matching_workload(capsys, tmp_path):
+    code, _, err = _main(["--workload-id", "zzzz", "--out", str(tmp_path)], capsys)
+    assert code == 2 and "no workload matches" in err
+
+
+def test_only_unavailable_algorithms_ran_nothing(capsys, tmp_path):
+    code, out, _ = _main(["--algo", "fi-baseline", "-n", "1", "--out", str(tmp_path)], capsys)
+    assert code == 1 and "skipped fi-baseline: needs a CUDA GPU" in out
+
+
+def _dataset_files():
+    return sorted((p.relative_to(EMBEDDED_PATH), p.stat().st_mtime_ns) for p in EMBEDDED_PATH.rglob("*") if p.is_file())
+
+
+def test_cpu_fallback_end_to_end(tmp_path):
+    """Two small workloads for the submission and the loop reference, in a fresh process
+    (the fallback sets TRITON_INTERPRET itself), then the files it writes."""
+    before = _dataset_files()
+    out = tmp_path / "out"
+    result = subprocess.run(
+        [sys.executable, str(PROJECT_ROOT / "scripts" / "run_local.py"), "--algo", "fla-recurrent,pt-reference",
+         "--batch-sizes", "1", "-n", "2", "--out", str(out)],
+        capture_output=True, text=True, env={k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"},
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "NO CUDA GPU: correctness only" in result.stdout and "passed 4/4" in result.stdout
+    data = json.loads((out / "results.json").read_text())
+    assert set(data) == {"meta", "skipped", "floors_us", "rows", "summary"}
+    assert data["meta"]["mode"] == "cpu-correctness" and data["meta"]["versions"]["torch"]
+    assert sorted((r["algo"], r["batch_size"]) for r in data["rows"]) == [
+        ("fla-recurrent", 1), ("fla-recurrent", 1), ("pt-reference", 1), ("pt-reference", 1)]
+    assert len({r["workload"] for r in data["rows"]}) == 2
+    for row in data["rows"]:
+        assert row["status"] == "PASSED" and row["max_abs_error"] is not None and row["kernel_us"] is None
+    assert data["summary"]["passed"] == data["summary"]["total"] == 4
+    assert (out / "kernel_time.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (out / "report.txt").read_text().strip()
+    assert _dataset_files() == before, "run_local wrote into the dataset folder"
+
+
+def test_cupti_grouping_splits_at_flushes():
+    flush = frozenset({"flush"})
+    events = [("warm", 0, 1), ("flush", 10, 20), ("k1", 21, 23), ("k2", 24, 30),
+              ("flush", 40, 50), ("k1", 52, 55), ("flush", 60, 70), ("k2", 72, 73), ("k1", 71, 72)]
+    assert group_call_times(events, flush) == [9, 3, 2]
+
+
+def test_cupti_grouping_rejects_a_call_without_kernels():
+    with pytest.raises(TimingError):
+        group_call_times([("flush", 0, 1), ("flush", 2, 3), ("k", 4, 5)], frozenset({"flush"}))
+
+
+def test_contest_score_is_the_mean_of_per_workload_ratios():
+    rows = [Row("fi-baseline", "w1", 1, "PASSED", kernel_us=3.0), Row("fla-recurrent", "w1", 1, "PASSED", kernel_us=2.0),
+            Row("fi-baseline", "w2", 64, "PASSED", kernel_us=20.0), Row("fla-recurrent", "w2", 64, "PASSED", kernel_us=20.0),
+            Row("fi-baseline", "w3", 64, "PASSED", kernel_us=20.0), Row("fla-recurrent", "w3", 64, "INCORRECT_NUMERICAL")]
+    assert contest_score(Results(rows=rows)) == pytest.approx((1.5 + 1.0) / 2)
+    assert contest_score(Results(rows=rows[1:2])) is None
