@@ -7,7 +7,7 @@ import torch
 
 from conftest import SEED
 from gdn_bench.algos import load_module
-from helpers import KERNEL_PATH, check_against_float64, draw_inputs, poisoned_outputs
+from helpers import KERNEL_PATH, call_and_check
 
 sub = load_module(KERNEL_PATH, "gdn_submission")
 
@@ -22,26 +22,16 @@ CASES = (
 )
 
 
-def _scale(kind: str, gen: torch.Generator, device: str):
-    value = 0.05 + 0.2 * torch.rand((), generator=gen).item()
+def _scale(kind: str, seed: int, device: str):
+    value = 0.05 + 0.2 * torch.rand((), generator=torch.Generator().manual_seed(seed)).item()
     return {"none": None, "zero": 0.0, "float": value, "tensor": torch.tensor(value, device=device)}[kind]
 
 
 @pytest.mark.parametrize("case", range(len(CASES)))
 def test_matches_float64_reference(case, device):
     batch, with_state, scale_kind = CASES[case]
-    gen = torch.Generator().manual_seed(SEED + case)
-    inputs = draw_inputs(batch, gen, device, with_state)
-    scale = _scale(scale_kind, gen, device)
-    state_before = inputs["state"].clone() if with_state else None
-    output, new_state = poisoned_outputs(batch, device)
-
-    sub.kernel(**inputs, scale=scale, output=output, new_state=new_state)
-
-    what = f"B={batch} state={with_state} scale={scale_kind} seed={SEED + case}"
-    check_against_float64(inputs, scale, output, new_state, what)
-    if with_state:
-        assert torch.equal(inputs["state"], state_before), f"{what}: the input state was modified"
+    scale = _scale(scale_kind, SEED + case, device)
+    call_and_check(sub.kernel, batch, with_state, scale, SEED + case, device, f"scale={scale_kind}")
 
 
 @pytest.mark.parametrize("row", range(len(sub.LAUNCH_TABLE)))
@@ -49,21 +39,12 @@ def test_every_launch_configuration(row, device, monkeypatch):
     """Each (BV, warps) row of the launch table, forced onto a small batch."""
     _, block_v, num_warps = sub.LAUNCH_TABLE[row]
     monkeypatch.setattr(sub, "LAUNCH_TABLE", ((1 << 62, block_v, num_warps),))
-    gen = torch.Generator().manual_seed(SEED + 1000 + row)
-    inputs = draw_inputs(2, gen, device)
-    output, new_state = poisoned_outputs(2, device)
-    sub.kernel(**inputs, scale=None, output=output, new_state=new_state)
-    check_against_float64(inputs, None, output, new_state, f"BV={block_v} warps={num_warps}")
+    call_and_check(sub.kernel, 2, True, None, SEED + 1000 + row, device, f"BV={block_v} warps={num_warps}")
 
 
 def test_in_place_state_update(device):
     """new_state may be the state tensor itself (each program reads its tile before writing)."""
-    gen = torch.Generator().manual_seed(SEED + 2000)
-    inputs = draw_inputs(3, gen, device)
-    original = dict(inputs, state=inputs["state"].clone())
-    output, _ = poisoned_outputs(3, device)
-    sub.kernel(**inputs, scale=None, output=output, new_state=inputs["state"])
-    check_against_float64(original, None, output, inputs["state"], "in place")
+    call_and_check(sub.kernel, 3, True, None, SEED + 2000, device, "in place", in_place=True)
 
 
 def test_softplus_accurate_everywhere(device):
