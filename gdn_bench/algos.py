@@ -108,6 +108,9 @@ def load_module(path: Path, name: str) -> ModuleType:
     return module
 
 
+SUBMISSION_KERNEL = PROJECT_ROOT / ALGOS[SUBMISSION].source_dir / "kernel.py"
+
+
 def load_submission() -> ModuleType:
     """The submission's kernel.py as a module (for tuning and host timing)."""
-    return load_module(PROJECT_ROOT / ALGOS[SUBMISSION].source_dir / "kernel.py", "gdn_submission")
+    return load_module(SUBMISSION_KERNEL, "gdn_submission")

@@ -15,13 +15,13 @@ import torch
 from flashinfer_bench.compile import BuilderRegistry
 from tqdm import tqdm
 
-from gdn_bench.algos import ALGOS, PROJECT_ROOT, load_submission
+from gdn_bench.algos import ALGOS, SUBMISSION_KERNEL, load_submission
 from gdn_bench.definition import build_definition
 from gdn_bench.reference import gdn_decode
 from gdn_bench.timing import copy_floor_us, host_time_us, kernel_time_us
 
 BATCH_SIZES = (1, 4, 8, 16, 32, 48, 64, 128, 256, 512)
-KERNEL_PATH = PROJECT_ROOT / ALGOS["fla-recurrent"].source_dir / "kernel.py"
+KERNEL_PATH = SUBMISSION_KERNEL
 
 
 def random_inputs(batch: int, seed: int = 0) -> dict:

@@ -13,7 +13,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import torch
 
 from conftest import DEVICE, SEED
 from gdn_bench.packing import pack, read_config
