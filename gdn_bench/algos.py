@@ -1,8 +1,10 @@
-"""The algorithm registry: every algorithm is a flashinfer-bench Solution packed from a folder
-of sources, exactly as scripts/pack_solution.py packs the submission.
+"""Algorithms: every one is a flashinfer-bench Solution packed from a folder of sources,
+exactly as scripts/pack_solution.py packs the submission. Each definition lists its own
+(gdn_bench.definitions).
 
-An algorithm whose optional dependency is missing, or that needs a GPU the machine lacks,
-reports why through `Algo.unavailable()`; the runner skips it with that line.
+An algorithm whose optional dependency is missing, that needs a GPU the machine lacks, or
+whose entry file does not exist yet reports why through `Algo.unavailable()`; the runner
+skips it with that line.
 """
 
 import importlib.util
@@ -13,18 +15,18 @@ from types import ModuleType
 import torch
 from flashinfer_bench import Solution
 
-from gdn_bench.definition import DEFINITION_NAME
-from gdn_bench.packing import PROJECT_ROOT, SolutionConfig, pack, read_config
-
-SUBMISSION = "fla-recurrent"
+from gdn_bench.packing import SolutionConfig, pack, read_config
+from gdn_bench.paths import CONFIG_PATH, PROJECT_ROOT
 
 
 @dataclass(frozen=True)
 class Algo:
-    """One row of the report. `config` None means: the submission, read from config.toml."""
+    """One row of the report. `config` None means: the submission of `definition`, read from
+    config.toml as the evaluator reads it (see packing.read_config)."""
 
     name: str
     summary: str
+    definition: str
     config: SolutionConfig | None
     source_dir: str
     needs_gpu: bool = False
@@ -34,6 +36,14 @@ class Algo:
     # Timed after every other algorithm: running it changes how other kernels time in the
     # same process (seen on an H200: fi-baseline timed ~12 % faster once torch.compile had run).
     time_last: bool = False
+
+    def resolved_config(self) -> SolutionConfig:
+        """The SolutionConfig to pack (raises PackError if config.toml is broken)."""
+        return self.config or read_config(CONFIG_PATH, definition=self.definition)
+
+    def entry_file(self) -> Path:
+        """The source file holding the entry point."""
+        return PROJECT_ROOT / self.source_dir / self.resolved_config().entry_point.partition("::")[0]
 
     def unavailable(self) -> str | None:
         """Why this algorithm cannot run here, or None if it can."""
@@ -48,56 +58,33 @@ class Algo:
             if have < self.min_compute_capability:
                 want = "sm_%d%d" % self.min_compute_capability
                 return f"needs {want} or newer; this GPU is sm_{have[0]}{have[1]}"
+        if self.config is None and not self.entry_file().is_file():
+            return f"its entry file {self.entry_file().relative_to(PROJECT_ROOT)} does not exist yet"
         return None
 
     def solution(self) -> Solution:
         """The packed Solution (raises PackError if the sources are broken)."""
-        return pack(self.config or read_config(), PROJECT_ROOT / self.source_dir)
+        return pack(self.resolved_config(), PROJECT_ROOT / self.source_dir)
 
 
-def _config(name: str, language: str = "python", entry: str = "main.py::run", dps: bool = False) -> SolutionConfig:
+def baseline_config(name: str, definition: str, language: str = "python", entry: str = "main.py::run",
+                    dps: bool = False) -> SolutionConfig:
+    """How a baseline or variant folder is packed (not read from config.toml)."""
     return SolutionConfig(
-        name=name, definition=DEFINITION_NAME, author="gdn-decode-kit", description="",
+        name=name, definition=definition, author="gdn-decode-kit", description="",
         language=language, entry_point=entry, destination_passing_style=dps,
     )
 
 
-ALGOS: dict[str, Algo] = {
-    a.name: a
-    for a in (
-        Algo(SUBMISSION, "the submission: fused recurrent Triton kernel", None, "solution/triton"),
-        Algo("pt-reference", "PyTorch loop over batch and head", _config("pt-reference"),
-             "baselines/pt_reference"),
-        Algo("pt-compiled", "torch.compile of the vectorized reference", _config("pt-compiled"),
-             "baselines/pt_compiled", time_last=True),
-        Algo("fi-baseline", "FlashInfer gated_delta_rule_decode_pretranspose (contest baseline)",
-             _config("fi-baseline"), "baselines/fi_baseline",
-             needs_gpu=True, requires=("flashinfer",)),
-        Algo("fla-lib", "flash-linear-attention fused_recurrent_gated_delta_rule",
-             _config("fla-lib"), "baselines/fla_lib",
-             needs_gpu=True, requires=("fla",), extra="baselines"),
-        Algo("fla-tma", "Triton variant: TMA tensor descriptors, pipelined loop over V-tiles",
-             _config("fla-tma", "triton", "kernel.py::kernel", dps=True), "solution/triton_tma",
-             needs_gpu=True, min_compute_capability=(9, 0)),
-        Algo("cuda-v1", "CUDA (TVM-FFI): one warp per block, lanes hold float4 columns of 8 rows",
-             _config("cuda-v1", "cuda", "kernel.cu::gdn_decode_v1", dps=True), "solution/cuda",
-             needs_gpu=True, requires=("tvm_ffi",)),
-        Algo("cuda-v4", "CUDA (TVM-FFI): 8 warps per block, one V-row per warp",
-             _config("cuda-v4", "cuda", "kernel.cu::gdn_decode_v4", dps=True), "solution/cuda",
-             needs_gpu=True, requires=("tvm_ffi",)),
-    )
-}
-
-
-def resolve(spec: str) -> list[Algo]:
+def resolve(algos: dict[str, Algo], spec: str) -> list[Algo]:
     """'all' or a comma-separated list of names -> algorithms; unknown names raise ValueError."""
     if spec.strip() == "all":
-        return list(ALGOS.values())
+        return list(algos.values())
     names = [n.strip() for n in spec.split(",") if n.strip()]
-    unknown = [n for n in names if n not in ALGOS]
+    unknown = [n for n in names if n not in algos]
     if unknown or not names:
-        raise ValueError(f"unknown algorithm {', '.join(unknown) or repr(spec)}; valid: {', '.join(ALGOS)}, all")
-    return [ALGOS[n] for n in dict.fromkeys(names)]
+        raise ValueError(f"unknown algorithm {', '.join(unknown) or repr(spec)}; valid: {', '.join(algos)}, all")
+    return [algos[n] for n in dict.fromkeys(names)]
 
 
 def load_module(path: Path, name: str) -> ModuleType:
@@ -106,11 +93,3 @@ def load_module(path: Path, name: str) -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
-
-
-SUBMISSION_KERNEL = PROJECT_ROOT / ALGOS[SUBMISSION].source_dir / "kernel.py"
-
-
-def load_submission() -> ModuleType:
-    """The submission's kernel.py as a module (for tuning and host timing)."""
-    return load_module(SUBMISSION_KERNEL, "gdn_submission")

@@ -1,12 +1,15 @@
-"""Correctness of a packed solution against the definition's reference, through
-flashinfer-bench's own pieces (builder registry, input generation, error statistics).
+"""Correctness of packed solutions against the definition's reference, through
+flashinfer-bench's own pieces (builder registry, input generation, error statistics), plus
+the worst margin (`worst_margin`): how close the worst element came to failing.
 
 Unlike flashinfer-bench's Benchmark, this runs on CPU too (Triton's interpreter), so it is
-the check used by the tests and by run_local when no GPU is present. Outputs are poisoned
-with NaN before each call, so an element the solution never writes fails the check.
+the check used by the tests and by run_local when no GPU is present; on a GPU, run_local
+runs it too, for the margins. Outputs are poisoned with NaN before each call, so an element
+the solution never writes fails the check.
 """
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -15,18 +18,38 @@ from flashinfer_bench.bench.evaluators.utils import allocate_outputs, normalize_
 from flashinfer_bench.bench.utils import compute_error_stats, gen_inputs, load_safetensors
 from flashinfer_bench.compile import BuilderRegistry
 
+ATOL = RTOL = 1e-2  # the evaluator's tolerances
+
 
 @dataclass
 class CheckResult:
     """Outcome for one (solution, workload): status is PASSED, INCORRECT_NUMERICAL,
-    RUNTIME_ERROR or COMPILE_ERROR (flashinfer-bench's names)."""
+    INCORRECT_SHAPE, RUNTIME_ERROR or COMPILE_ERROR (flashinfer-bench's names). `margins`
+    holds worst_margin per output."""
 
     workload: str
-    batch_size: int
+    axes: dict[str, int]
     status: str
     max_abs_error: float = float("nan")
     max_rel_error: float = float("nan")
+    margins: dict[str, float] = field(default_factory=dict)
     message: str = ""
+
+
+def worst_margin(got: torch.Tensor, want: torch.Tensor, atol: float = ATOL, rtol: float = RTOL) -> float:
+    """max over elements of |got - want| / max(atol, rtol·|want|), in float64.
+
+    An element fails the evaluator's check when its error exceeds both atol and rtol·|want|,
+    that is when this ratio exceeds 1: the check passes iff the worst margin is <= 1, and a
+    worst margin of 0.5 means every element is within half its allowance. A non-finite
+    element gives inf; an empty output gives 0.
+    """
+    if got.numel() == 0:
+        return 0.0
+    want = want.to(torch.float64)
+    err = (got.to(torch.float64) - want).abs()
+    ratio = err / torch.clamp(rtol * want.abs(), min=atol)
+    return float(torch.where(torch.isfinite(ratio), ratio, torch.inf).max())
 
 
 def workload_inputs(definition: Definition, workload: Workload, root: Path | None, device: str) -> list:
@@ -37,40 +60,49 @@ def workload_inputs(definition: Definition, workload: Workload, root: Path | Non
     return gen_inputs(definition, workload, device=device, safe_tensors=blobs)
 
 
-def check_solution(
+def check_solutions(
     definition: Definition,
-    solution: Solution,
+    solutions: dict[str, Solution],
     workloads: list[Workload],
     root: Path | None,
     device: str,
-    atol: float = 1e-2,
-    rtol: float = 1e-2,
-    progress=None,
-) -> list[CheckResult]:
-    """Run `solution` on each workload and compare every output with the reference.
+    progress: Callable[[], None] | None = None,
+) -> dict[str, list[CheckResult]]:
+    """Run every solution on each workload and compare every output with the reference at
+    the evaluator's tolerances. Each workload's inputs are drawn once and its reference run
+    once; every solution gets its own copy of the inputs (some update the state in place).
 
-    `progress`, if given, is called once per finished workload.
+    Returns {solution key: one CheckResult per workload}; `progress`, if given, is called
+    once per finished (solution, workload).
     """
     registry = BuilderRegistry.get_instance()
-    cfg = BenchmarkConfig(atol=atol, rtol=rtol)
-    try:
-        runnable = registry.build(definition, solution)
-        reference = registry.build_reference(definition)
-    except Exception as e:  # noqa: BLE001 - any build failure is this solution's COMPILE_ERROR
-        return [CheckResult(w.uuid, w.axes["batch_size"], "COMPILE_ERROR", message=str(e)) for w in workloads]
-    results = []
+    cfg = BenchmarkConfig(atol=ATOL, rtol=RTOL)
+    reference = registry.build_reference(definition)
+    results: dict[str, list[CheckResult]] = {key: [] for key in solutions}
+    runnables = {}
+    for key, solution in solutions.items():
+        try:
+            runnables[key] = registry.build(definition, solution)
+        except Exception as e:  # noqa: BLE001 - any build failure is this solution's COMPILE_ERROR
+            results[key] = [CheckResult(w.uuid, dict(w.axes), "COMPILE_ERROR", message=str(e)) for w in workloads]
     for workload in workloads:
-        results.append(_check_one(definition, runnable, reference, workload, root, device, cfg))
-        if progress is not None:
-            progress()
+        inputs = workload_inputs(definition, workload, root, device)
+        with torch.no_grad():
+            expected = normalize_result(definition, reference(*_copies(inputs)), device)
+        for key, runnable in runnables.items():
+            results[key].append(_check_one(definition, runnable, _copies(inputs), expected, workload, device, cfg))
+            if progress is not None:
+                progress()
     return results
 
 
-def _check_one(definition, runnable, reference, workload, root, device, cfg) -> CheckResult:
-    batch = workload.axes["batch_size"]
-    inputs = workload_inputs(definition, workload, root, device)
+def _copies(inputs: list) -> list:
+    return [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+
+
+def _check_one(definition, runnable, inputs, expected, workload, device, cfg) -> CheckResult:
+    axes = dict(workload.axes)
     with torch.no_grad():
-        expected = normalize_result(definition, reference(*inputs), device)
         try:
             if runnable.metadata.destination_passing_style:
                 outputs = [t.fill_(float("nan")) for t in allocate_outputs(definition, inputs, device)]
@@ -80,17 +112,19 @@ def _check_one(definition, runnable, reference, workload, root, device, cfg) -> 
             if device.startswith("cuda"):
                 torch.cuda.synchronize(device)
         except Exception as e:  # noqa: BLE001 - reported as the workload's RUNTIME_ERROR
-            return CheckResult(workload.uuid, batch, "RUNTIME_ERROR", message=f"{type(e).__name__}: {e}")
-    max_abs = max_rel = 0.0
-    status = "PASSED"
+            return CheckResult(workload.uuid, axes, "RUNTIME_ERROR", message=f"{type(e).__name__}: {e}")
+    result = CheckResult(workload.uuid, axes, "PASSED", 0.0, 0.0)
     for name, got, want in zip(definition.outputs, outputs, expected):
         if got.shape != want.shape or got.dtype != want.dtype:
-            return CheckResult(workload.uuid, batch, "INCORRECT_SHAPE", message=f"{name}: {got.shape} {got.dtype}")
+            return CheckResult(workload.uuid, axes, "INCORRECT_SHAPE", message=f"{name}: {got.shape} {got.dtype}")
+        result.margins[name] = worst_margin(got, want, cfg.atol, cfg.rtol)
         if not torch.isfinite(got).all():
-            return CheckResult(workload.uuid, batch, "INCORRECT_NUMERICAL", float("nan"), float("nan"),
-                               f"{name} has non-finite or unwritten elements")
+            result.status, result.message = "INCORRECT_NUMERICAL", f"{name} has non-finite or unwritten elements"
+            result.max_abs_error = result.max_rel_error = float("nan")
+            continue
         abs_err, rel_err, exceeds, _ = compute_error_stats(got, want, cfg)
-        max_abs, max_rel = max(max_abs, abs_err), max(max_rel, rel_err)
+        result.max_abs_error = max(result.max_abs_error, abs_err)
+        result.max_rel_error = max(result.max_rel_error, rel_err)
         if exceeds:
-            status = "INCORRECT_NUMERICAL"
-    return CheckResult(workload.uuid, batch, status, max_abs, max_rel)
+            result.status = "INCORRECT_NUMERICAL"
+    return result

@@ -1,24 +1,15 @@
-"""The embedded trace set: the decode definition plus workloads mirroring the contest mix.
-
-Layout (flashinfer-bench's): definitions/gdn/<def>.json, workloads/gdn/<def>.jsonl and
-blob/workloads/gdn/<def>/*.safetensors, under gdn_bench/data. `write_trace_set` rebuilds
-it deterministically from SEED; `load_trace_set` opens any trace set without creating it.
-"""
+"""The decode part of the embedded trace set: workloads mirroring the contest's decode mix,
+random ones plus a few model-like ones stored as safetensors blobs."""
 
 import math
-import shutil
 import uuid
-from pathlib import Path
 
 import torch
 from flashinfer_bench import RandomInput, SafetensorsInput, Trace, TraceSet, Workload
-from flashinfer_bench.data import ScalarInput, save_json_file
+from flashinfer_bench.data import ScalarInput
 
-from gdn_bench.definition import DEFINITION_NAME, HEAD_SIZE, NUM_Q_HEADS, NUM_V_HEADS, build_definition
 from gdn_bench.reference import gdn_decode
-
-EMBEDDED_PATH = Path(__file__).resolve().parent / "data"
-SEED = 20260301
+from gdn_bench.shapes import HEAD_SIZE, NUM_Q_HEADS, NUM_V_HEADS
 
 # Contest decode batch mix: batch size -> number of random workloads (54 in all).
 CONTEST_BATCH_MIX = {1: 10, 4: 8, 8: 7, 16: 7, 32: 7, 48: 7, 64: 8}
@@ -29,8 +20,8 @@ MODEL_LIKE = ((1, True), (2, True), (8, False))
 WARMUP_STEPS = 32
 
 
-def _uuid(kind: str, batch: int, index: int) -> str:
-    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"gdn-bench/{DEFINITION_NAME}/{kind}/{batch}/{index}"))
+def _uuid(name: str, kind: str, batch: int, index: int) -> str:
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"gdn-bench/{name}/{kind}/{batch}/{index}"))
 
 
 def _axes(batch: int) -> dict:
@@ -41,14 +32,14 @@ def _scale() -> ScalarInput:
     return ScalarInput(value=1.0 / math.sqrt(HEAD_SIZE))
 
 
-def random_workloads() -> list[Workload]:
+def random_workloads(name: str) -> list[Workload]:
     """The contest mix: every tensor random (flashinfer-bench draws randn), scale 1/sqrt(128)."""
     names = ("q", "k", "v", "state", "A_log", "a", "dt_bias", "b")
     return [
         Workload(
             axes=_axes(batch),
             inputs={**{n: RandomInput() for n in names}, "scale": _scale()},
-            uuid=_uuid("random", batch, i),
+            uuid=_uuid(name, "random", batch, i),
         )
         for batch, count in CONTEST_BATCH_MIX.items()
         for i in range(count)
@@ -86,42 +77,18 @@ def model_like_inputs(batch: int, gen: torch.Generator) -> dict[str, torch.Tenso
     return {**step_inputs(), "state": state.contiguous(), "A_log": A_log, "dt_bias": dt_bias}
 
 
-def write_trace_set(root: Path = EMBEDDED_PATH, seed: int = SEED) -> TraceSet:
-    """(Re)write the whole trace set under `root`, deterministically from `seed`."""
-    root = Path(root)
-    for sub in ("definitions", "workloads", "blob"):
-        shutil.rmtree(root / sub, ignore_errors=True)
-    definition = build_definition()
-    trace_set = TraceSet(root=root, definitions={definition.name: definition})
-    save_json_file(definition, root / "definitions" / definition.op_type / f"{definition.name}.json")
-
-    workloads = random_workloads()
+def write_decode_workloads(trace_set: TraceSet, name: str, seed: int) -> None:
+    """Add the workloads of decode definition `name` (and their blobs) to `trace_set`,
+    deterministically from `seed`."""
+    workloads = random_workloads(name)
     gen = torch.Generator().manual_seed(seed)
     for index, (batch, store_state) in enumerate(MODEL_LIKE):
         tensors = model_like_inputs(batch, gen)
         if not store_state:
             del tensors["state"]
-        wl_uuid = _uuid("model-like", batch, index)
-        path = trace_set.add_workload_blob_tensor(definition.name, wl_uuid, tensors)
-        inputs = {name: SafetensorsInput(path=path, tensor_key=name) for name in tensors}
+        wl_uuid = _uuid(name, "model-like", batch, index)
+        path = trace_set.add_workload_blob_tensor(name, wl_uuid, tensors)
+        inputs = {key: SafetensorsInput(path=path, tensor_key=key) for key in tensors}
         inputs.setdefault("state", RandomInput())
         workloads.append(Workload(axes=_axes(batch), inputs={**inputs, "scale": _scale()}, uuid=wl_uuid))
-    trace_set.add_workload_traces([Trace(definition=definition.name, workload=w) for w in workloads])
-    return trace_set
-
-
-def load_trace_set(path: Path | str | None = None, definition: str = DEFINITION_NAME) -> TraceSet:
-    """Open the trace set at `path` (default: the embedded one) and check it has `definition`.
-
-    Unlike TraceSet.from_path, a missing folder is an error, never silently created.
-    """
-    root = Path(path) if path is not None else EMBEDDED_PATH
-    if not root.is_dir():
-        raise FileNotFoundError(f"dataset path {root} does not exist or is not a folder")
-    trace_set = TraceSet.from_path(str(root))
-    if definition not in trace_set.definitions:
-        known = ", ".join(sorted(trace_set.definitions)) or "none"
-        raise ValueError(f"dataset {root} has no definition {definition!r} (it has: {known})")
-    if not trace_set.workloads.get(definition):
-        raise ValueError(f"dataset {root} has no workloads for {definition!r}")
-    return trace_set
+    trace_set.add_workload_traces([Trace(definition=name, workload=w) for w in workloads])

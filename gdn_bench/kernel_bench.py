@@ -15,13 +15,18 @@ import torch
 from flashinfer_bench.compile import BuilderRegistry
 from tqdm import tqdm
 
-from gdn_bench.algos import ALGOS, SUBMISSION_KERNEL, load_submission
-from gdn_bench.definition import build_definition
+from gdn_bench.algos import load_module
+from gdn_bench.definitions.decode import DECODE, build_definition
 from gdn_bench.reference import gdn_decode
 from gdn_bench.timing import copy_floor_us, host_time_us, kernel_time_us
 
 BATCH_SIZES = (1, 4, 8, 16, 32, 48, 64, 128, 256, 512)
-KERNEL_PATH = SUBMISSION_KERNEL
+KERNEL_PATH = DECODE.submission_entry()
+
+
+def load_submission():
+    """The decode submission's kernel.py as a module."""
+    return load_module(KERNEL_PATH, "gdn_submission")
 
 
 def random_inputs(batch: int, seed: int = 0) -> dict:
@@ -56,10 +61,11 @@ def errors(inputs: dict, output: torch.Tensor, new_state: torch.Tensor) -> tuple
 def _baseline_runnables() -> dict:
     definition = build_definition()
     registry = BuilderRegistry.get_instance()
+    algos = DECODE.algos_by_name
     return {
-        name: registry.build(definition, ALGOS[name].solution())
+        name: registry.build(definition, algos[name].solution())
         for name in ("fi-baseline", "fla-lib")
-        if ALGOS[name].unavailable() is None
+        if algos[name].unavailable() is None
     }
 
 

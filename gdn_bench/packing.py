@@ -1,14 +1,22 @@
 """config.toml + solution/<language>/ -> a flashinfer-bench Solution (and solution.json).
 
-config.toml:
+config.toml, as the evaluator reads it (it checks out a tag and reads only these two):
     [solution]  name, definition, author, description (optional)
     [build]     language, entry_point ("file::function"), destination_passing_style
+and, for this kit:
     [build.<language>]  optional overrides of entry_point / destination_passing_style
                         used when packing another language than [build].language
+    [submission.<short name>]  another definition's submission from the same sources:
+                        name, definition, entry_point, description (optionally language,
+                        destination_passing_style); see `config_text_for`
+
+A repository submits one definition per tag: `config_text_for` gives the config.toml that
+scripts/submit.py commits for a definition, and `read_config(definition=...)` reads exactly
+that text, so packing here gives what the evaluator packs from the tag.
 
 Packing uses flashinfer-bench's own `pack_solution_from_files` (top-level source files of
-the folder) after checking what it does not: every key present, the decode definition,
-no empty source file, and an entry point that exists in its file.
+the folder) after checking what it does not: every key present, no empty source file, and
+an entry point that exists in its file.
 """
 
 import ast
@@ -17,15 +25,17 @@ import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
+import tomlkit
 from flashinfer_bench import BuildSpec, Solution
 from flashinfer_bench.agents import pack_solution_from_files
 from flashinfer_bench.agents.solution_handler import VALID_SOURCE_EXTENSIONS
+from tomlkit.exceptions import TOMLKitError
 
-from gdn_bench.definition import DEFINITION_NAME
+from gdn_bench.paths import CONFIG_PATH, SOLUTION_ROOT
 
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-CONFIG_PATH = PROJECT_ROOT / "config.toml"
-SOLUTION_ROOT = PROJECT_ROOT / "solution"
+# Keys a [submission.<short name>] table may set, and where they go.
+SUBMISSION_KEYS = {"name": "solution", "definition": "solution", "description": "solution",
+                   "entry_point": "build", "language": "build", "destination_passing_style": "build"}
 
 
 class PackError(ValueError):
@@ -54,22 +64,68 @@ def _require(table: dict, section: str, key: str, kind: type, path: Path):
     return value
 
 
-def read_config(path: Path = CONFIG_PATH, language: str | None = None) -> SolutionConfig:
-    """Parse and check config.toml; `language` picks [build.<language>] over [build]."""
-    path = Path(path)
-    if not path.is_file():
-        raise PackError(f"config file {path} not found")
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as e:
-        raise PackError(f"{path}: not valid TOML: {e}") from e
+def _require_sections(data: dict, path: Path) -> None:
     for section in ("solution", "build"):
         if not isinstance(data.get(section), dict):
             raise PackError(f"{path}: missing section [{section}]")
+
+
+def config_text_for(text: str, definition: str, path: Path = CONFIG_PATH) -> str:
+    """config.toml's text with [solution] and [build] naming `definition`.
+
+    Unchanged when [solution] already names it. Otherwise the [submission.<short name>]
+    table whose `definition` is it supplies [solution]'s name, definition and description
+    and [build]'s entry_point (and language / destination_passing_style if it sets them);
+    the [build.<language>] overrides, written for the other definition, are dropped.
+    Comments and every other table are kept (tomlkit)."""
+    try:
+        doc = tomlkit.parse(text)
+    except TOMLKitError as e:
+        raise PackError(f"{path}: not valid TOML: {e}") from e
+    _require_sections(doc, path)
+    if doc["solution"].get("definition") == definition:
+        return text
+    tables = doc.get("submission", {})
+    matches = [short for short, table in tables.items() if isinstance(table, dict) and table.get("definition") == definition]
+    if not matches:
+        raise PackError(f"{path}: no submission for {definition}: [solution] names "
+                        f"{doc['solution'].get('definition')!r} and no [submission.<name>] table names it")
+    table = tables[matches[0]]
+    for key in ("name", "definition", "entry_point"):
+        _require(table, f"submission.{matches[0]}", key, str, path)
+    for key, value in table.items():
+        if key not in SUBMISSION_KEYS:
+            raise PackError(f"{path}: [submission.{matches[0]}] has unknown key {key!r}; "
+                            f"allowed: {', '.join(SUBMISSION_KEYS)}")
+        doc[SUBMISSION_KEYS[key]][key] = value
+    for key in [k for k, v in doc["build"].items() if isinstance(v, dict)]:
+        del doc["build"][key]
+    return tomlkit.dumps(doc)
+
+
+def read_config(path: Path = CONFIG_PATH, language: str | None = None, definition: str | None = None) -> SolutionConfig:
+    """Parse and check config.toml as the evaluator reads it: [solution] and [build] only.
+
+    `definition` reads the text submit.py would commit for it (config_text_for); None takes
+    whatever [solution] names. `language` picks [build.<language>] over [build]."""
+    path = Path(path)
+    if not path.is_file():
+        raise PackError(f"config file {path} not found")
+    text = path.read_text(encoding="utf-8")
+    if definition is not None:
+        text = config_text_for(text, definition, path)
+    return parse_config(text, path, language)
+
+
+def parse_config(text: str, path: Path = CONFIG_PATH, language: str | None = None) -> SolutionConfig:
+    """[solution] and [build] (or [build.<language>]) of a config.toml text; `path` names it
+    in error messages."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise PackError(f"{path}: not valid TOML: {e}") from e
+    _require_sections(data, path)
     sol, build = data["solution"], data["build"]
-    definition = _require(sol, "solution", "definition", str, path)
-    if definition != DEFINITION_NAME:
-        raise PackError(f"{path}: [solution] definition must be {DEFINITION_NAME!r}, got {definition!r}")
     default_language = _require(build, "build", "language", str, path)
     section, table = "build", build
     if language is not None and language != default_language:
@@ -78,7 +134,7 @@ def read_config(path: Path = CONFIG_PATH, language: str | None = None) -> Soluti
             raise PackError(f"{path}: no [build.{language}] section for language {language!r}")
     return SolutionConfig(
         name=_require(sol, "solution", "name", str, path) + ("" if section == "build" else f"-{language}"),
-        definition=definition,
+        definition=_require(sol, "solution", "definition", str, path),
         author=_require(sol, "solution", "author", str, path),
         description=sol.get("description", ""),
         language=language or default_language,
@@ -107,6 +163,8 @@ def check_sources(source_dir: Path, entry_point: str) -> None:
     if not function or "::" in function:
         raise PackError(f"entry_point {entry_point!r} must be 'file::function'")
     entry = source_dir / file_name
+    if not entry.is_file():
+        raise PackError(f"entry_point file {entry} does not exist")
     if entry not in sources:
         raise PackError(f"entry_point file {file_name!r} is not a source file in {source_dir}")
     try:

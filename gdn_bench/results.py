@@ -1,16 +1,16 @@
 """The result of a run, as plain JSON-able data, and what is derived from it.
 
-    {"meta": {...}, "skipped": {algo: reason}, "floors_us": {batch: µs}, "rows": [Row, ...]}
+    {"meta": {...}, "skipped": {algo: reason}, "floors_us": {group: µs}, "rows": [Row, ...]}
 
-A Row is one (algorithm, workload): status and max errors (flashinfer-bench's names and
-statistics), and the timing tiers in µs (None where not measured). Partial results (one per
-Modal container, say) merge into one; the summary and the contest-style score are derived.
+meta names the definition and its submission algorithm ("submission"). A Row is one
+(algorithm, workload): the workload's axes, status and max errors (flashinfer-bench's names
+and statistics), the worst margin per output (gdn_bench.checking.worst_margin), and the
+timing tiers in µs (None where not measured). Partial results (one per Modal container, say)
+merge into one; the summary and the contest-style score are derived.
 """
 
 import statistics
 from dataclasses import asdict, dataclass, field
-
-from gdn_bench.algos import SUBMISSION
 
 BASELINE = "fi-baseline"
 REFERENCE = "pt-reference"
@@ -20,13 +20,22 @@ REFERENCE = "pt-reference"
 class Row:
     algo: str
     workload: str
-    batch_size: int
+    axes: dict[str, int]
     status: str
     max_abs_error: float | None = None
     max_rel_error: float | None = None
+    margins: dict[str, float] = field(default_factory=dict)
     harness_us: float | None = None
     kernel_us: float | None = None
     message: str = ""
+
+    @property
+    def worst_margin(self) -> float | None:
+        return max(self.margins.values()) if self.margins else None
+
+    def order(self) -> tuple:
+        """Rows sort by the workload's axes (in the trace set's order), then workload and algorithm."""
+        return (*self.axes.values(), self.workload, self.algo)
 
 
 @dataclass
@@ -74,7 +83,7 @@ def merge(parts: list[Results]) -> Results:
         merged.skipped.update(part.skipped)
     ran = {r.algo for r in merged.rows}
     merged.skipped = {a: why for a, why in merged.skipped.items() if a not in ran}
-    merged.rows.sort(key=lambda r: (r.batch_size, r.workload, r.algo))
+    merged.rows.sort(key=Row.order)
     return merged
 
 
@@ -82,9 +91,11 @@ def _kernel_times(results: Results, algo: str) -> dict[str, float]:
     return {r.workload: r.kernel_us for r in results.rows if r.algo == algo and r.status == "PASSED" and r.kernel_us}
 
 
-def contest_score(results: Results, algo: str = SUBMISSION) -> float | None:
+def contest_score(results: Results, algo: str | None = None) -> float | None:
     """Mean over workloads of fi-baseline kernel time / `algo`'s kernel time (the contest's
-    score), over the workloads where both passed; None if fi-baseline did not run."""
+    score), over the workloads where both passed; None if fi-baseline did not run. `algo`
+    defaults to the run's submission (meta["submission"])."""
+    algo = algo or results.meta.get("submission")
     ours, base = _kernel_times(results, algo), _kernel_times(results, BASELINE)
     common = sorted(set(ours) & set(base))
     return statistics.fmean(base[w] / ours[w] for w in common) if common else None

@@ -1,8 +1,10 @@
-"""Run algorithms over a trace set: correctness and timing tiers, into a Results.
+"""Run one definition's algorithms over a trace set: correctness and timing tiers, into a Results.
 
 On a GPU, each workload goes through flashinfer-bench's Benchmark (status, max errors and
-its own "harness" latency), then this process times every passing (algorithm, workload)
-with CUPTI and a cold L2 ("kernel") and times the state copy per batch size ("floor").
+its own "harness" latency, with the contest's warm-up / iteration / trial counts for the
+definition), then this process checks every algorithm again for the worst margins
+(gdn_bench.checking), times every passing (algorithm, workload) with CUPTI and a cold L2
+("kernel") and, where the definition has one, times the memory floor per report group.
 Without a GPU, it checks correctness only, with Triton's interpreter (TRITON_INTERPRET=1 must
 be set before triton is first imported: gdn_bench.device.prepare_triton does it).
 Nothing is ever written into the dataset folder. `split` cuts a run into jobs that can run
@@ -19,69 +21,73 @@ import torch
 from flashinfer_bench import Benchmark, BenchmarkConfig, Trace, TraceSet, Workload
 from tqdm import tqdm
 
-from gdn_bench import algos as algo_registry
-from gdn_bench.checking import check_solution, workload_inputs
+from gdn_bench.checking import CheckResult, check_solutions, workload_inputs
 from gdn_bench.dataset import load_trace_set
-from gdn_bench.definition import DEFINITION_NAME
+from gdn_bench.definitions import DEFAULT, DefinitionSpec, resolve
 from gdn_bench.packing import PackError
 from gdn_bench.results import Results, Row
-from gdn_bench.timing import TimingError, copy_floor_us, kernel_time_us
-
-# CPU fallback default: the first random workload of B=1 and B=4, and the first model-like one.
-CPU_DEFAULT_BATCHES = (1, 4)
+from gdn_bench.timing import TimingError, kernel_time_us
 
 
 @dataclass
 class RunSettings:
+    """One run. `definition` is a short or full name; `dataset` None means the definition's
+    default trace set; `sizes` filters the definition's size axis (batch_size for decode,
+    total_seq_len for prefill); warmup / iterations / trials None take the contest's values
+    for the definition."""
+
     algos: list[str]
     dataset: Path | None = None
-    definition: str = DEFINITION_NAME
+    definition: str = DEFAULT
     num_workloads: int | None = None
-    batch_sizes: list[int] | None = None
+    sizes: list[int] | None = None
     workload_id: str | None = None
-    warmup: int = 10
-    iterations: int = 50
-    trials: int = 3
+    warmup: int | None = None
+    iterations: int | None = None
+    trials: int | None = None
     out: Path = Path("results")
     shard: tuple[int, int] | None = None  # (index, count): one slice of the selection, see select_workloads
 
+    @property
+    def spec(self) -> DefinitionSpec:
+        return resolve(self.definition)
 
-def _has_blob(w: Workload) -> bool:
-    return any(spec.type == "safetensors" for spec in w.inputs.values())
 
-
-def select_workloads(trace_set: TraceSet, settings: RunSettings, cpu: bool) -> list[Workload]:
-    """Filter by --workload-id prefix and --batch-sizes, then cap at -n. With no filter on CPU,
-    the small default subset (CPU_DEFAULT_BATCHES plus one model-like workload). With a shard
-    (index, count), only the index-th of `count` near-equal contiguous slices of that selection
-    ordered by batch size (possibly empty when count exceeds the selection)."""
-    workloads = [t.workload for t in trace_set.workloads[settings.definition]]
+def select_workloads(workloads: list[Workload], settings: RunSettings, cpu: bool) -> list[Workload]:
+    """Filter a trace set's workloads by --workload-id prefix and by size, then cap at -n.
+    With no filter on CPU, the definition's small CPU subset. With a shard (index, count),
+    only the index-th of `count` near-equal contiguous slices of that selection ordered by
+    size (possibly empty when count exceeds the selection)."""
+    spec = settings.spec
     if settings.workload_id:
         workloads = [w for w in workloads if w.uuid.startswith(settings.workload_id)]
-    if settings.batch_sizes:
-        workloads = [w for w in workloads if w.axes["batch_size"] in settings.batch_sizes]
-    unfiltered = not (settings.workload_id or settings.batch_sizes or settings.num_workloads)
+    if settings.sizes:
+        workloads = [w for w in workloads if w.axes[spec.size_axis] in settings.sizes]
+    unfiltered = not (settings.workload_id or settings.sizes or settings.num_workloads)
     if cpu and unfiltered:
-        firsts = {}
-        for w in workloads:
-            key = "blob" if _has_blob(w) else w.axes["batch_size"]
-            firsts.setdefault(key, w)
-        workloads = [firsts[k] for k in (*CPU_DEFAULT_BATCHES, "blob") if k in firsts]
+        workloads = spec.cpu_subset(workloads)
     if settings.num_workloads:
         workloads = workloads[: settings.num_workloads]
     if not workloads:
-        raise ValueError("no workload matches the given --workload-id / --batch-sizes")
+        raise ValueError(f"no workload matches the given --workload-id / {spec.size_flag}")
     if settings.shard:
         index, count = settings.shard
-        workloads = sorted(workloads, key=lambda w: w.axes["batch_size"])
+        workloads = sorted(workloads, key=lambda w: w.axes[spec.size_axis])
         workloads = workloads[len(workloads) * index // count: len(workloads) * (index + 1) // count]
     return workloads
 
 
 def split(settings: RunSettings, groups: int) -> list[RunSettings]:
-    """One job per (algorithm, batch-size group): each algorithm's selection cut into `groups`
-    slices of neighbouring batch sizes. Together the jobs cover exactly what `settings` covers."""
+    """One job per (algorithm, size group): each algorithm's selection cut into `groups`
+    slices of neighbouring sizes. Together the jobs cover exactly what `settings` covers."""
     return [replace(settings, algos=[algo], shard=(i, groups)) for algo in settings.algos for i in range(groups)]
+
+
+def harness_settings(settings: RunSettings) -> dict:
+    """warmup / iterations / trials: the given ones, else the contest's for the definition."""
+    default = settings.spec.harness
+    return {"warmup": settings.warmup or default.warmup, "iterations": settings.iterations or default.iterations,
+            "trials": settings.trials or default.trials}
 
 
 def _meta(settings: RunSettings, trace_set: TraceSet, cpu: bool) -> dict:
@@ -97,10 +103,11 @@ def _meta(settings: RunSettings, trace_set: TraceSet, cpu: bool) -> dict:
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "host": platform.node(),
         "dataset": str(trace_set.root),
-        "definition": settings.definition,
+        "definition": settings.spec.name,
+        "submission": settings.spec.submission,
         "versions": {p: version(p) for p in ("torch", "triton", "flashinfer-bench", "flashinfer-python",
                                                  "flash-linear-attention")},
-        "harness": {"warmup": settings.warmup, "iterations": settings.iterations, "trials": settings.trials},
+        "harness": harness_settings(settings),
     }
 
 
@@ -116,32 +123,40 @@ def _packed(algos, results: Results, workloads):
         try:
             solutions[algo.name] = algo.solution()
         except PackError as e:
-            results.rows += [Row(algo.name, w.uuid, w.axes["batch_size"], "COMPILE_ERROR", message=str(e))
-                             for w in workloads]
+            results.rows += [Row(algo.name, w.uuid, dict(w.axes), "COMPILE_ERROR", message=str(e)) for w in workloads]
     return solutions
 
 
 def run(settings: RunSettings) -> Results:
     """Run settings.algos over the selected workloads (GPU: full tiers; CPU: correctness)."""
     cpu = not torch.cuda.is_available()
-    algos = [algo_registry.ALGOS[n] for n in settings.algos]
-    trace_set = load_trace_set(settings.dataset, settings.definition)
-    workloads = select_workloads(trace_set, settings, cpu)
+    spec = settings.spec
+    algos = [spec.algos_by_name[n] for n in settings.algos]
+    trace_set = load_trace_set(settings.dataset or spec.default_dataset(not cpu), spec.name)
+    workloads = select_workloads([t.workload for t in trace_set.workloads[spec.name]], settings, cpu)
     results = Results(meta=_meta(settings, trace_set, cpu))
     solutions = _packed(algos, results, workloads)
     if solutions and workloads:
         (_run_cpu if cpu else _run_gpu)(settings, trace_set, workloads, solutions, results)
-    results.rows.sort(key=lambda r: (r.batch_size, r.workload, r.algo))
+    results.rows.sort(key=Row.order)
     return results
 
 
+def _row(algo: str, r: CheckResult) -> Row:
+    return Row(algo, r.workload, r.axes, r.status, _finite(r.max_abs_error), _finite(r.max_rel_error),
+               margins=r.margins, message=r.message)
+
+
+def _checked(settings, trace_set, workloads, solutions, device: str, desc: str) -> dict[tuple[str, str], Row]:
+    """check_solutions over the selection, as {(algo, workload uuid): Row}."""
+    definition = trace_set.definitions[settings.spec.name]
+    with tqdm(total=len(workloads) * len(solutions), desc=desc, unit="case") as bar:
+        checked = check_solutions(definition, solutions, workloads, trace_set.root, device, progress=bar.update)
+    return {(algo, r.workload): _row(algo, r) for algo, rs in checked.items() for r in rs}
+
+
 def _run_cpu(settings, trace_set, workloads, solutions, results: Results) -> None:
-    definition = trace_set.definitions[settings.definition]
-    with tqdm(total=len(workloads) * len(solutions), desc="checking (CPU)", unit="case") as bar:
-        for name, solution in solutions.items():
-            for r in check_solution(definition, solution, workloads, trace_set.root, "cpu", progress=bar.update):
-                results.rows.append(Row(name, r.workload, r.batch_size, r.status, _finite(r.max_abs_error),
-                                        _finite(r.max_rel_error), message=r.message))
+    results.rows += _checked(settings, trace_set, workloads, solutions, "cpu", "checking (CPU)").values()
 
 
 def _finite(x: float) -> float | None:
@@ -149,13 +164,17 @@ def _finite(x: float) -> float | None:
 
 
 def _run_gpu(settings, trace_set, workloads, solutions, results: Results) -> None:
-    definition = trace_set.definitions[settings.definition]
+    spec = settings.spec
+    definition = trace_set.definitions[spec.name]
     rows = _harness_tier(settings, trace_set, definition, workloads, solutions)
-    _kernel_tier(definition, trace_set.root, workloads, solutions, rows)
+    for key, checked in _checked(settings, trace_set, workloads, solutions, "cuda", "margins").items():
+        rows[key].margins = checked.margins
+    _kernel_tier(spec, definition, trace_set.root, workloads, solutions, rows)
     results.rows += rows.values()
-    batches = sorted({w.axes["batch_size"] for w in workloads})
-    for batch in tqdm(batches, desc="copy floor", unit="batch"):
-        results.floors_us[batch] = copy_floor_us(batch)
+    if spec.floor_us is not None:
+        groups = sorted({spec.group_of(w.axes) for w in workloads})
+        for group in tqdm(groups, desc="memory floor", unit="group"):
+            results.floors_us[group] = spec.floor_us(group)
 
 
 def _harness_tier(settings, trace_set, definition, workloads, solutions) -> dict:
@@ -168,8 +187,9 @@ def _harness_tier(settings, trace_set, definition, workloads, solutions) -> dict
         workloads={definition.name: []},
     )
     by_solution_name = {s.name: algo for algo, s in solutions.items()}
+    harness = harness_settings(settings)
     config = BenchmarkConfig(
-        warmup_runs=settings.warmup, iterations=settings.iterations, num_trials=settings.trials,
+        warmup_runs=harness["warmup"], iterations=harness["iterations"], num_trials=harness["trials"],
         log_dir=str(Path(settings.out) / "logs"), definitions=[definition.name], profile_baseline=False,
     )
     bench = Benchmark(bench_set, config)
@@ -180,7 +200,7 @@ def _harness_tier(settings, trace_set, definition, workloads, solutions) -> dict
             traces = bench.run_all(dump_traces=False).traces.get(definition.name, [])
             for t in traces:
                 ev, algo = t.evaluation, by_solution_name[t.solution]
-                row = Row(algo, w.uuid, w.axes["batch_size"], ev.status.value)
+                row = Row(algo, w.uuid, dict(w.axes), ev.status.value)
                 if ev.correctness:
                     row.max_abs_error = _finite(ev.correctness.max_absolute_error)
                     row.max_rel_error = _finite(ev.correctness.max_relative_error)
@@ -190,21 +210,21 @@ def _harness_tier(settings, trace_set, definition, workloads, solutions) -> dict
                     row.message = ev.log[-2000:]
                 rows[(algo, w.uuid)] = row
             for algo in solutions:  # a workload the runner gave up on
-                rows.setdefault((algo, w.uuid), Row(algo, w.uuid, w.axes["batch_size"], "RUNTIME_ERROR",
+                rows.setdefault((algo, w.uuid), Row(algo, w.uuid, dict(w.axes), "RUNTIME_ERROR",
                                                     message="flashinfer-bench returned no evaluation"))
     finally:
         bench.close()
     return rows
 
 
-def _kernel_tier(definition, root, workloads, solutions, rows: dict) -> None:
+def _kernel_tier(spec, definition, root, workloads, solutions, rows: dict) -> None:
     """CUPTI kernel time for every (algorithm, workload) that passed, one algorithm at a time,
     those marked `time_last` after the rest."""
     from flashinfer_bench.bench.evaluators.utils import allocate_outputs
     from flashinfer_bench.compile import BuilderRegistry
 
     registry = BuilderRegistry.get_instance()
-    order = sorted(solutions, key=lambda a: algo_registry.ALGOS[a].time_last)
+    order = sorted(solutions, key=lambda a: spec.algos_by_name[a].time_last)
     todo = [(a, w) for a in order for w in workloads if rows[(a, w.uuid)].status == "PASSED"]
     for algo, w in tqdm(todo, desc="kernel time (CUPTI)", unit="case"):
         row = rows[(algo, w.uuid)]

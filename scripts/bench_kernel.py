@@ -13,6 +13,7 @@ from pathlib import Path
 
 import torch
 
+from gdn_bench.definitions.decode import DECODE
 from gdn_bench.kernel_bench import BATCH_SIZES, bench
 from gdn_bench.report import plot
 from gdn_bench.results import Results, Row
@@ -40,12 +41,13 @@ def format_rows(rows: list[dict]) -> str:
 
 def as_results(rows: list[dict], gpu: str) -> Results:
     """The rows as a Results, so report.plot draws them like run_local's."""
-    results = Results(meta={"gpu": gpu, "definition": "gdn_decode_qk4_v8_d128_k_last"})
+    results = Results(meta={"gpu": gpu, "definition": DECODE.name})
     for row in rows:
-        results.floors_us[row["batch_size"]] = row["floor_us"]
-        for algo, key in (("fla-recurrent", "ours_us"), ("fi-baseline", "fi-baseline_us"), ("fla-lib", "fla-lib_us")):
+        batch = row["batch_size"]
+        results.floors_us[batch] = row["floor_us"]
+        for algo, key in ((DECODE.submission, "ours_us"), ("fi-baseline", "fi-baseline_us"), ("fla-lib", "fla-lib_us")):
             if key in row:
-                results.rows.append(Row(algo, f"B{row['batch_size']}", row["batch_size"], "PASSED", kernel_us=row[key]))
+                results.rows.append(Row(algo, f"B{batch}", {"batch_size": batch}, "PASSED", kernel_us=row[key]))
     return results
 
 

@@ -1,29 +1,40 @@
-"""Pack solution/<language>/ into solution.json as config.toml describes, then load it back.
+"""Pack solution/<language>/ into solution.json as config.toml describes it for a definition,
+then load it back. For a definition that [solution] does not name, config.toml is read as
+scripts/submit.py would commit it for that definition (gdn_bench.packing.config_text_for),
+so this packs exactly what the evaluator packs from that tag.
 
-    python scripts/pack_solution.py [-o solution.json] [--config config.toml] [--language triton]
+    python scripts/pack_solution.py [--definition decode|prefill] [-o solution.json]
+                                    [--config config.toml] [--language triton] [--source-dir DIR]
 """
 
 import argparse
 import sys
 from pathlib import Path
 
-from gdn_bench.packing import CONFIG_PATH, PROJECT_ROOT, PackError, pack, read_config, write_solution
+from gdn_bench.cli import definition_name
+from gdn_bench.definitions import DEFAULT, resolve
+from gdn_bench.packing import PackError, pack, read_config, write_solution
+from gdn_bench.paths import CONFIG_PATH, PROJECT_ROOT
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--definition", type=definition_name, default=DEFAULT,
+                        help=f"decode or prefill, or a full definition name (default {DEFAULT})")
     parser.add_argument("-o", "--output", type=Path, default=PROJECT_ROOT / "solution.json", help="where to write")
     parser.add_argument("--config", type=Path, default=CONFIG_PATH, help="config file (default: config.toml)")
     parser.add_argument("--language", help="pack solution/<language>/ with [build.<language>] (default: [build])")
     parser.add_argument("--source-dir", type=Path, help="source folder (default: solution/<language>/)")
     args = parser.parse_args(argv)
     try:
-        solution = write_solution(pack(read_config(args.config, args.language), args.source_dir), args.output)
+        config = read_config(args.config, args.language, resolve(args.definition).name)
+        solution = write_solution(pack(config, args.source_dir), args.output)
     except PackError as e:
         print(f"pack_solution: error: {e}", file=sys.stderr)
         return 2
     files = ", ".join(s.path for s in solution.sources)
-    print(f"wrote {args.output}: {solution.name} ({solution.spec.language.value}, {solution.spec.entry_point}; {files})")
+    print(f"wrote {args.output}: {solution.name} ({solution.definition}; {solution.spec.language.value}, "
+          f"{solution.spec.entry_point}; {files})")
     return 0
 
 

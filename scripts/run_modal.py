@@ -1,17 +1,21 @@
-"""Run GDN decode algorithms on Modal's GPUs (B200 by default) and report as run_local does.
+"""Run GDN algorithms (decode or prefill) on Modal's GPUs (B200 by default) and report as
+run_local does.
 
-    modal run scripts/run_modal.py                          # the submission on the embedded trace set
+    modal run scripts/run_modal.py                          # decode: the submission on the embedded trace set
+    modal run scripts/run_modal.py --definition prefill --algo all
     modal run scripts/run_modal.py --algo all --gpu H100
     modal run scripts/run_modal.py --volume mlsys26-contest --volume-path /mlsys26-contest -n 20
     python scripts/run_modal.py [same flags]                # checks them before contacting Modal
 
-Flags: run_local's (--algo or $ALGO, --definition, -n, --batch-sizes, --workload-id, --warmup,
---iterations, --trials, --out) except --dataset, plus the Modal ones below. The trace set is the
-embedded one, or the one at --volume-path inside the Modal Volume --volume.
-Each (algorithm, batch-size group) is one job: gdn_bench.runner.run in a container of the
-contest's evaluation image, on up to --max-containers GPUs at once. Their partial results merge
-into one report, written locally under --out (results.json, kernel_time.png, report.txt).
-Triton's cache persists on the Volume gdn-decode-kit-triton-cache, so kernels compile once.
+Flags: run_local's (--definition, --algo or $ALGO, -n, --batch-sizes / --seq-lens, --workload-id,
+--warmup, --iterations, --trials, --out) except --dataset, plus the Modal ones below. The trace
+set is the definition's own (decode: embedded; prefill: the generated mix), or the one at
+--volume-path inside the Modal Volume --volume.
+Each (algorithm, size group) is one job: gdn_bench.runner.run in a container of the contest's
+evaluation image, on up to --max-containers GPUs at once. Their partial results merge into one
+report, written locally under --out (results.json, kernel_time.png, report.txt).
+The Volume gdn-decode-kit-triton-cache holds Triton's cache, so kernels compile once, and the
+generated prefill trace set (written by one container before the jobs start).
 Needs Modal credentials (`modal setup`). Exit status: 0 when every (algorithm, workload)
 passed, 1 when any failed, 2 for bad arguments or missing credentials.
 """
@@ -23,6 +27,7 @@ from pathlib import Path
 
 import modal
 
+from gdn_bench.cli import add_run_arguments, positive_int, report, settings_from_args
 from gdn_bench.device import prepare_triton
 
 EVAL_IMAGE = "flashinfer/flashinfer-ci-cu132:latest"  # the contest's evaluation image
@@ -31,11 +36,10 @@ DEFAULT_MAX_CONTAINERS = 8
 JOB_TIMEOUT_S = 30 * 60
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 REMOTE_ROOT = "/root/gdn-decode-kit"
-REMOTE_DIRS = ("gdn_bench", "solution", "baselines")  # with config.toml, all that the runner reads
+REMOTE_DIRS = ("gdn_bench", "solution", "baselines")
+EXTRA_PACKAGES = ("tomlkit>=0.13,<0.16",)  # what gdn_bench needs beyond the evaluation image  # with config.toml, all that the runner reads
 CACHE_MOUNT = "/cache"
 DATASET_MOUNT = Path("/dataset")
-# Batch-size groups per algorithm: as many as the contest mix has batch sizes.
-BATCH_GROUPS = 7
 NO_CREDENTIALS = (
     "run_modal: no Modal credentials found. Run `modal setup` once (it stores a token in "
     "~/.modal.toml), or set MODAL_TOKEN_ID and MODAL_TOKEN_SECRET, then try again."
@@ -72,7 +76,10 @@ def with_sources(base: modal.Image) -> modal.Image:
 
 triton_cache = modal.Volume.from_name("gdn-decode-kit-triton-cache", create_if_missing=True)
 image = with_sources(
-    modal.Image.from_registry(EVAL_IMAGE).env({"PYTHONPATH": REMOTE_ROOT, "TRITON_CACHE_DIR": f"{CACHE_MOUNT}/triton"})
+    modal.Image.from_registry(EVAL_IMAGE)
+    .pip_install(*EXTRA_PACKAGES)
+    .env({"PYTHONPATH": REMOTE_ROOT, "TRITON_CACHE_DIR": f"{CACHE_MOUNT}/triton",
+          "GDN_BENCH_CACHE": f"{CACHE_MOUNT}/gdn-bench"})
 )
 app = modal.App("gdn-decode-kit", image=image)
 
@@ -88,39 +95,49 @@ def run_job(settings) -> dict:
     return run(settings).to_json()
 
 
+@app.function(volumes={CACHE_MOUNT: triton_cache}, timeout=JOB_TIMEOUT_S)
+def prepare_dataset(definition: str) -> str:
+    """The definition's own GPU trace set, generated on the cache Volume if it is not there
+    yet (prefill's mix; decode's is embedded), in a CPU container; committed so that the jobs
+    started after it find it."""
+    from gdn_bench.definitions import resolve
+
+    root = resolve(definition).default_dataset(True)
+    if not modal.is_local():  # in a container (not .local())
+        triton_cache.commit()
+    return str(root)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """run_local's flags but --dataset, and the Modal ones."""
-    from run_local import add_run_arguments, positive_int
-
     parser = argparse.ArgumentParser(prog="run_modal.py", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_run_arguments(parser)
     parser.add_argument("--gpu", default=DEFAULT_GPU, help=f"Modal GPU type (default {DEFAULT_GPU})")
     parser.add_argument("--max-containers", type=positive_int, default=DEFAULT_MAX_CONTAINERS,
                         help=f"at most this many GPUs at once (default {DEFAULT_MAX_CONTAINERS})")
-    parser.add_argument("--volume", help="Modal Volume holding the trace set (default: the embedded one)")
+    parser.add_argument("--volume", help="Modal Volume holding the trace set (default: the definition's own)")
     parser.add_argument("--volume-path", default="", help="the trace set's folder inside --volume (default: its root)")
     return parser
 
 
-def jobs(settings, embedded: bool) -> list:
-    """The (algorithm, batch-size group) jobs: BATCH_GROUPS per algorithm, no more than the
-    selected workloads (counted here for the embedded trace set, else bounded by -n). Raises
-    ValueError when nothing of the embedded trace set is selected."""
-    from gdn_bench.dataset import load_trace_set
+def jobs(settings, own_dataset: bool) -> list:
+    """The (algorithm, size group) jobs: the definition's job_groups per algorithm, no more
+    than the selected workloads (counted here for the definition's own trace set, else
+    bounded by -n). Raises ValueError when nothing of the definition's own trace set is
+    selected."""
     from gdn_bench.runner import select_workloads, split
 
-    selected = settings.num_workloads or BATCH_GROUPS
-    if embedded:
-        selected = len(select_workloads(load_trace_set(None, settings.definition), settings, cpu=False))
-    return split(settings, min(BATCH_GROUPS, selected))
+    groups = settings.spec.job_groups
+    selected = settings.num_workloads or groups
+    if own_dataset:
+        selected = len(select_workloads(settings.spec.planned_workloads(), settings, cpu=False))
+    return split(settings, min(groups, selected))
 
 
 def plan(argv: list[str] | None) -> tuple[list, argparse.Namespace]:
     """The jobs and the parsed flags (args.out resolved) from the command line. Bad flags exit
     with status 2 here, before anything is sent to Modal."""
-    from run_local import settings_from_args
-
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.volume_path and not args.volume:
@@ -128,7 +145,7 @@ def plan(argv: list[str] | None) -> tuple[list, argparse.Namespace]:
     args.dataset = DATASET_MOUNT / args.volume_path.lstrip("/") if args.volume else None
     try:
         settings = settings_from_args(args)
-        todo = jobs(settings, embedded=args.volume is None)
+        todo = jobs(settings, own_dataset=args.volume is None)
     except ValueError as e:
         parser.error(str(e))
     args.out = settings.out
@@ -144,13 +161,14 @@ def configured_job(gpu: str, max_containers: int, volume: str | None) -> modal.F
 
 
 def launch(todo: list, args: argparse.Namespace) -> int:
-    """Run the jobs on the running app, merge their results and write the report."""
-    from run_local import report
-
+    """Run the jobs on the running app, merge their results and write the report. The
+    definition's own trace set is prepared first, by one container, when it is generated."""
     from gdn_bench.results import Results, merge
 
     print(f"run_modal: {len(todo)} jobs on up to {args.max_containers} {args.gpu} GPUs")
     try:
+        if args.volume is None:
+            print(f"run_modal: trace set {prepare_dataset.remote(args.definition)}")
         parts = configured_job(args.gpu, args.max_containers, args.volume).map(todo)
         results = merge([Results.from_json(part) for part in parts])
     except (ValueError, FileNotFoundError, modal.exception.NotFoundError) as e:

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import torch
 
-from gdn_bench.algos import SUBMISSION_KERNEL
+from gdn_bench.definitions.decode import DECODE
 from gdn_bench.reference import gdn_decode
 
 ROOT = Path(__file__).resolve().parent.parent
-KERNEL_PATH = SUBMISSION_KERNEL
+KERNEL_PATH = DECODE.submission_entry()
 HQ, HV, D = 4, 8, 128
 # bf16 rounding of the output: round-to-nearest on a GPU (half an ulp, 2^-8 relative);
 # Triton's interpreter truncates float32 -> bfloat16 instead (up to a whole ulp, 2^-7).

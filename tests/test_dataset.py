@@ -8,8 +8,11 @@ import torch
 from flashinfer_bench import TraceSet
 from safetensors.torch import load_file
 
-from gdn_bench.dataset import CONTEST_BATCH_MIX, EMBEDDED_PATH, load_trace_set, write_trace_set
-from gdn_bench.definition import DEFINITION_NAME, build_definition, reference_source
+from gdn_bench.dataset import load_trace_set, write_trace_set
+from gdn_bench.decode_mix import CONTEST_BATCH_MIX
+from gdn_bench.definitions import DEFINITIONS
+from gdn_bench.definitions.decode import NAME as DEFINITION_NAME
+from gdn_bench.paths import EMBEDDED_PATH
 
 
 def test_loads_with_flashinfer_bench():
@@ -46,10 +49,12 @@ def test_blobs_are_small_and_model_like():
         assert ((A_log.exp() >= 1) & (A_log.exp() <= 16)).all()
 
 
-def test_shipped_definition_matches_code():
-    shipped = json.loads((EMBEDDED_PATH / "definitions" / "gdn" / f"{DEFINITION_NAME}.json").read_text())
-    assert shipped["reference"] == reference_source()
-    assert shipped == json.loads(build_definition().model_dump_json(exclude_unset=True))
+@pytest.mark.parametrize("short", DEFINITIONS)
+def test_shipped_definition_matches_code(short):
+    spec = DEFINITIONS[short]
+    shipped = json.loads((EMBEDDED_PATH / "definitions" / "gdn" / f"{spec.name}.json").read_text())
+    assert shipped["reference"] == spec.reference_source()
+    assert shipped == json.loads(spec.build_definition().model_dump_json(exclude_unset=True))
 
 
 def test_regeneration_reproduces_the_shipped_files(tmp_path):

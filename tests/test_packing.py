@@ -8,7 +8,10 @@ import sys
 import pytest
 from flashinfer_bench import Solution
 
-from gdn_bench.packing import CONFIG_PATH, PROJECT_ROOT, PackError, pack, read_config, write_solution
+from flashinfer_bench.agents.solution_handler import VALID_SOURCE_EXTENSIONS
+
+from gdn_bench.packing import PackError, pack, read_config, write_solution
+from gdn_bench.paths import CONFIG_PATH, PROJECT_ROOT
 
 SCRIPT = PROJECT_ROOT / "scripts" / "pack_solution.py"
 GOOD_CONFIG = CONFIG_PATH.read_text(encoding="utf-8")
@@ -28,7 +31,9 @@ def test_round_trip(tmp_path):
     assert solution.spec.entry_point == "kernel.py::kernel"
     assert solution.spec.destination_passing_style is True
     sources = {s.path: s.content for s in solution.sources}
-    assert sources == {"kernel.py": (PROJECT_ROOT / "solution" / "triton" / "kernel.py").read_text()}
+    folder = PROJECT_ROOT / "solution" / "triton"
+    assert sources == {p.name: p.read_text() for p in folder.iterdir() if p.suffix in VALID_SOURCE_EXTENSIONS}
+    assert "kernel.py" in sources
     assert solution.hash() == pack(read_config()).hash()
 
 
@@ -47,11 +52,11 @@ def _config(tmp_path, text):
         (lambda t: t.replace("destination_passing_style = true\n", ""), r"missing key 'destination_passing_style'"),
         (lambda t: t.replace('language = "triton"\n', ""), r"missing key 'language' in \[build\]"),
         (lambda t: t.replace("[build", "[bild"), r"missing section \[build\]"),
-        (lambda t: t.replace("gdn_decode_qk4_v8_d128_k_last", "gdn_prefill_qk4_v8_d128_k_last"),
-         r"definition must be 'gdn_decode_qk4_v8_d128_k_last'"),
+        (lambda t: t.replace("gdn_decode_qk4_v8_d128_k_last", "gdn_nope"),
+         r"no submission for gdn_decode_qk4_v8_d128_k_last: \[solution\] names 'gdn_nope'"),
         (lambda t: t.replace("kernel.py::kernel", "kernel.py::no_such_function"),
          r"function 'no_such_function' is not defined"),
-        (lambda t: t.replace("kernel.py::kernel", "missing.py::kernel"), r"file 'missing.py' is not a source file"),
+        (lambda t: t.replace("kernel.py::kernel", "missing.py::kernel"), r"file .*missing.py does not exist"),
         (lambda t: t.replace("kernel.py::kernel", "kernel.py"), r"must be 'file::function'"),
         (lambda t: t + "[[[", r"not valid TOML"),
     ],
@@ -59,7 +64,7 @@ def _config(tmp_path, text):
 def test_config_errors(tmp_path, edit, message):
     path = _config(tmp_path, edit(GOOD_CONFIG))
     with pytest.raises(PackError, match=message):
-        pack(read_config(path))
+        pack(read_config(path, definition="gdn_decode_qk4_v8_d128_k_last"))
     result = _run("--config", path, "-o", tmp_path / "out.json")
     assert result.returncode == 2
     assert result.stderr.startswith("pack_solution: error:") and not (tmp_path / "out.json").exists()

@@ -1,5 +1,6 @@
-"""scripts/run_local.py on CPU: arguments, every error path, the correctness-only fallback end
-to end, results.json and the plot; plus the pieces it is built from (CUPTI grouping, score)."""
+"""scripts/run_local.py (gdn_bench.cli) on CPU, decode: arguments, every error path, the
+correctness-only fallback end to end, results.json and the plot; plus the pieces it is built
+from (CUPTI grouping, score). Prefill's CLI is in test_prefill_harness.py."""
 
 import json
 import os
@@ -8,25 +9,25 @@ import sys
 
 import pytest
 
-from gdn_bench.dataset import EMBEDDED_PATH
-from gdn_bench.packing import PROJECT_ROOT
+from gdn_bench import cli
+from gdn_bench.paths import EMBEDDED_PATH, PROJECT_ROOT
 from gdn_bench.results import Results, Row, contest_score
 from gdn_bench.timing import TimingError, group_call_times
 
-sys.path.insert(0, str(PROJECT_ROOT / "scripts"))
-import run_local  # noqa: E402
-
 
 def _settings(argv):
-    return run_local.settings_from_args(run_local.build_parser().parse_args(argv))
+    return cli.settings_from_args(cli.build_parser().parse_args(argv))
 
 
 def test_defaults(monkeypatch):
     monkeypatch.delenv("ALGO", raising=False)
     monkeypatch.delenv("FIB_DATASET_PATH", raising=False)
     s = _settings([])
-    assert s.algos == ["fla-recurrent"] and s.dataset is None and s.definition == "gdn_decode_qk4_v8_d128_k_last"
-    assert (s.warmup, s.iterations, s.trials) == (10, 50, 3)
+    assert s.algos == ["fla-recurrent"] and s.dataset is None and s.spec.name == "gdn_decode_qk4_v8_d128_k_last"
+    assert (s.warmup, s.iterations, s.trials) == (None, None, None)  # the contest's: flashinfer-bench's defaults
+    from gdn_bench.runner import harness_settings
+
+    assert harness_settings(s) == {"warmup": 10, "iterations": 50, "trials": 3}
     assert s.out.parent.name == "results"
 
 
@@ -40,18 +41,19 @@ def test_environment_fallbacks(monkeypatch, tmp_path):
 def test_all_and_filters():
     s = _settings(["--algo", "all", "--batch-sizes", "1,64", "-n", "3", "--workload-id", "6e75", "--out", "x"])
     assert "fi-baseline" in s.algos and "fla-recurrent" in s.algos
-    assert s.batch_sizes == [1, 64] and s.num_workloads == 3 and s.workload_id == "6e75"
+    assert s.sizes == [1, 64] and s.num_workloads == 3 and s.workload_id == "6e75"
 
 
-@pytest.mark.parametrize("argv", [["--batch-sizes", "1,x"], ["--batch-sizes", "0"], ["-n", "0"], ["--iterations", "-1"]])
+@pytest.mark.parametrize("argv", [["--batch-sizes", "1,x"], ["--batch-sizes", "0"], ["--batch-sizes", "1,,4"], ["-n", "0"],
+                                  ["-n", "abc"], ["--iterations", "-1"], ["--definition", "nope"]])
 def test_bad_numbers_exit_2(argv, capsys):
     with pytest.raises(SystemExit) as e:
-        run_local.build_parser().parse_args(argv)
+        cli.build_parser().parse_args(argv)
     assert e.value.code == 2
 
 
 def _main(argv, capsys):
-    code = run_local.main(argv)
+    code = cli.main(argv)
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 
@@ -103,11 +105,12 @@ def test_cpu_fallback_end_to_end(tmp_path):
     data = json.loads((out / "results.json").read_text())
     assert set(data) == {"meta", "skipped", "floors_us", "rows", "summary"}
     assert data["meta"]["mode"] == "cpu-correctness" and data["meta"]["versions"]["torch"]
-    assert sorted((r["algo"], r["batch_size"]) for r in data["rows"]) == [
+    assert sorted((r["algo"], r["axes"]["batch_size"]) for r in data["rows"]) == [
         ("fla-recurrent", 1), ("fla-recurrent", 1), ("pt-reference", 1), ("pt-reference", 1)]
     assert len({r["workload"] for r in data["rows"]}) == 2
     for row in data["rows"]:
         assert row["status"] == "PASSED" and row["max_abs_error"] is not None and row["kernel_us"] is None
+        assert set(row["margins"]) == {"output", "new_state"} and max(row["margins"].values()) <= 1
     assert data["summary"]["passed"] == data["summary"]["total"] == 4
     assert (out / "kernel_time.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert (out / "report.txt").read_text().strip()
@@ -127,8 +130,10 @@ def test_cupti_grouping_rejects_a_call_without_kernels():
 
 
 def test_contest_score_is_the_mean_of_per_workload_ratios():
-    rows = [Row("fi-baseline", "w1", 1, "PASSED", kernel_us=3.0), Row("fla-recurrent", "w1", 1, "PASSED", kernel_us=2.0),
-            Row("fi-baseline", "w2", 64, "PASSED", kernel_us=20.0), Row("fla-recurrent", "w2", 64, "PASSED", kernel_us=20.0),
-            Row("fi-baseline", "w3", 64, "PASSED", kernel_us=20.0), Row("fla-recurrent", "w3", 64, "INCORRECT_NUMERICAL")]
-    assert contest_score(Results(rows=rows)) == pytest.approx((1.5 + 1.0) / 2)
-    assert contest_score(Results(rows=rows[1:2])) is None
+    b1, b64 = {"batch_size": 1}, {"batch_size": 64}
+    rows = [Row("fi-baseline", "w1", b1, "PASSED", kernel_us=3.0), Row("fla-recurrent", "w1", b1, "PASSED", kernel_us=2.0),
+            Row("fi-baseline", "w2", b64, "PASSED", kernel_us=20.0), Row("fla-recurrent", "w2", b64, "PASSED", kernel_us=20.0),
+            Row("fi-baseline", "w3", b64, "PASSED", kernel_us=20.0), Row("fla-recurrent", "w3", b64, "INCORRECT_NUMERICAL")]
+    meta = {"submission": "fla-recurrent"}
+    assert contest_score(Results(meta=meta, rows=rows)) == pytest.approx((1.5 + 1.0) / 2)
+    assert contest_score(Results(meta=meta, rows=rows[1:2])) is None

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from gdn_bench.dataset import load_trace_set
+from gdn_bench.definitions import DEFINITIONS
 from gdn_bench.device import prepare_triton
 from gdn_bench.results import Results, Row, merge
 from gdn_bench.runner import RunSettings, run, select_workloads, split
@@ -40,26 +40,28 @@ def direct():
 
 
 def _cases(results: dict) -> list[tuple]:
-    return [(r["algo"], r["workload"], r["batch_size"], r["status"]) for r in results["rows"]]
+    return [(r["algo"], r["workload"], r["axes"], r["status"]) for r in results["rows"]]
 
 
 def _row(algo, workload, batch=1, status="PASSED"):
-    return Row(algo, workload, batch, status, kernel_us=1.0)
+    return Row(algo, workload, {"batch_size": batch}, status, kernel_us=1.0)
 
 
 # --- gdn_bench: jobs and merging (no modal needed) ---------------------------------------------
 
 
 @pytest.mark.parametrize("groups", [1, 3, 7, 60])
-def test_split_covers_the_selection_once_in_batch_order(groups):
-    trace_set = load_trace_set()
-    settings = RunSettings(algos=["fla-recurrent", "pt-reference"])
-    selection = select_workloads(trace_set, settings, cpu=False)
+@pytest.mark.parametrize("definition", DEFINITIONS)
+def test_split_covers_the_selection_once_in_size_order(definition, groups):
+    spec = DEFINITIONS[definition]
+    workloads = spec.planned_workloads()
+    settings = RunSettings(algos=[spec.submission, "pt-reference"], definition=definition)
+    selection = select_workloads(workloads, settings, cpu=False)
     jobs = split(settings, groups)
     assert [(j.algos, j.shard) for j in jobs] == [([a], (i, groups)) for a in settings.algos for i in range(groups)]
-    slices = [select_workloads(trace_set, j, cpu=False) for j in jobs[:groups]]
+    slices = [select_workloads(workloads, j, cpu=False) for j in jobs[:groups]]
     assert sorted(w.uuid for s in slices for w in s) == sorted(w.uuid for w in selection)
-    sizes = [[w.axes["batch_size"] for w in s] for s in slices if s]
+    sizes = [[w.axes[spec.size_axis] for w in s] for s in slices if s]
     assert all(a[-1] <= b[0] for a, b in zip(sizes, sizes[1:])), "slices must be neighbouring batch sizes"
     assert max(map(len, slices)) - min(map(len, slices)) <= 1
 
@@ -110,11 +112,10 @@ def test_app_image_and_function_build_offline(run_modal):
 
 def test_image_holds_all_that_the_runner_reads(run_modal):
     """Every algorithm's sources and config.toml lie in what the image adds under REMOTE_ROOT."""
-    from gdn_bench.algos import ALGOS
-    from gdn_bench.packing import CONFIG_PATH
+    from gdn_bench.paths import CONFIG_PATH
 
     assert CONFIG_PATH == ROOT / "config.toml"
-    tops = {"gdn_bench"} | {Path(a.source_dir).parts[0] for a in ALGOS.values()}
+    tops = {"gdn_bench"} | {Path(a.source_dir).parts[0] for spec in DEFINITIONS.values() for a in spec.algos}
     assert tops <= set(run_modal.REMOTE_DIRS)
     assert all((ROOT / name).is_dir() for name in run_modal.REMOTE_DIRS)
 
@@ -122,8 +123,8 @@ def test_image_holds_all_that_the_runner_reads(run_modal):
 def test_plan_from_run_local_flags(run_modal):
     jobs, args = run_modal.plan(["--algo", "fla-recurrent,pt-reference", "--batch-sizes", "1,64",
                                  "--gpu", "H100", "--max-containers", "3", "--out", "somewhere"])
-    assert len(jobs) == 2 * run_modal.BATCH_GROUPS
-    assert {j.dataset for j in jobs} == {None} and {tuple(j.batch_sizes) for j in jobs} == {(1, 64)}
+    assert len(jobs) == 2 * DEFINITIONS["decode"].job_groups
+    assert {j.dataset for j in jobs} == {None} and {tuple(j.sizes) for j in jobs} == {(1, 64)}
     assert (args.gpu, args.max_containers, args.out) == ("H100", 3, Path("somewhere"))
     assert len(run_modal.plan(["--algo", "fla-recurrent", "-n", "2"])[0]) == 2
     jobs, args = run_modal.plan(["--algo", "fla-recurrent", "--volume", "contest", "--volume-path", "/mlsys26-contest"])
@@ -131,8 +132,18 @@ def test_plan_from_run_local_flags(run_modal):
     assert args.out.parent == Path("results")
 
 
+def test_plan_prefill_counts_the_generated_mix_without_writing_it(run_modal, tmp_path, monkeypatch):
+    monkeypatch.setenv("GDN_BENCH_CACHE", str(tmp_path))
+    jobs, _ = run_modal.plan(["--definition", "prefill", "--algo", "pt-reference,fla-chunk", "--seq-lens", "8192"])
+    assert len(jobs) == 2 * DEFINITIONS["prefill"].job_groups and {j.definition for j in jobs} == {"prefill"}
+    assert len(run_modal.plan(["--definition", "gdn_prefill_qk4_v8_d128_k_last", "-n", "3"])[0]) == 3
+    assert not any(tmp_path.iterdir())
+
+
 @pytest.mark.parametrize("argv", [["--algo", "nope"], ["--workload-id", "zzz"], ["--volume-path", "x"],
-                                  ["--dataset", "somewhere"], ["-n", "0"]])
+                                  ["--dataset", "somewhere"], ["-n", "0"], ["--definition", "nope"],
+                                  ["--definition", "prefill", "--seq-lens", "5,7777"],
+                                  ["--definition", "prefill", "--batch-sizes", "1"]])
 def test_plan_rejects_bad_flags(run_modal, argv, capsys):
     with pytest.raises(SystemExit) as e:
         run_modal.plan(argv)
@@ -152,19 +163,20 @@ def test_job_body_in_process_matches_the_runner(run_modal, direct):
 @pytest.mark.filterwarnings("ignore:The run_job function is executing locally")
 def test_launch_writes_the_report_run_local_writes(run_modal, monkeypatch, tmp_path):
     """A command line's jobs, run in-process instead of on Modal, merge into run_local's report."""
-    import run_local
+    from gdn_bench import cli
 
     flags = ["--algo", "fla-recurrent,pt-reference"]
     in_process = SimpleNamespace(map=lambda jobs: [run_modal.run_job.local(job) for job in jobs])
     monkeypatch.setattr(run_modal, "configured_job", lambda *options: in_process)
+    monkeypatch.setattr(run_modal, "prepare_dataset", SimpleNamespace(remote=run_modal.prepare_dataset.local))
     assert run_modal.launch(*run_modal.plan([*flags, "--out", str(tmp_path / "modal")])) == 0
-    assert run_local.main([*flags, "--out", str(tmp_path / "local")]) == 0
+    assert cli.main([*flags, "--out", str(tmp_path / "local")]) == 0
     ours, theirs = (json.loads((tmp_path / name / "results.json").read_text()) for name in ("modal", "local"))
     assert _cases(ours) == _cases(theirs) and ours["summary"] == theirs["summary"]
     assert (tmp_path / "modal" / "kernel_time.png").is_file()
     if theirs["meta"]["mode"] == "cpu-correctness":  # on a GPU the tables hold this run's timings
-        # Random inputs are drawn anew in every run: the error columns differ, nothing else.
-        table = [re.sub(r"\d\.\d\de[+-]\d\d", "#", (tmp_path / name / "report.txt").read_text())
+        # Random inputs are drawn anew in every run: the error and margin columns differ, nothing else.
+        table = [re.sub(r"\d\.\d\de[+-]\d\d|\d+\.\d{3}\b", "#", (tmp_path / name / "report.txt").read_text())
                  for name in ("modal", "local")]
         assert table[0] == table[1]
 

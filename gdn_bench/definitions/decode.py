@@ -1,4 +1,5 @@
-"""The contest definition gdn_decode_qk4_v8_d128_k_last as a flashinfer-bench Definition.
+"""gdn_decode_qk4_v8_d128_k_last: one decode step, as a flashinfer-bench Definition, and
+everything the harness needs to know about it (DECODE).
 
 Shapes: q, k [B, 1, 4, 128] bf16; v [B, 1, 8, 128] bf16; state [B, 8, 128, 128] f32 (K-last,
 optional); A_log, dt_bias [8] f32; a, b [B, 1, 8] bf16; scale f32 scalar. Outputs: output
@@ -8,17 +9,20 @@ gdn_bench/reference.py.
 
 from pathlib import Path
 
-from flashinfer_bench import AxisConst, AxisVar, Definition, TensorSpec
+from flashinfer_bench import AxisConst, AxisVar, BenchmarkConfig, Definition, TensorSpec, TraceSet, Workload
 
 from gdn_bench import reference
+from gdn_bench.algos import Algo, baseline_config
+from gdn_bench.decode_mix import write_decode_workloads
+from gdn_bench.definitions.spec import DefinitionSpec, Harness
+from gdn_bench.paths import EMBEDDED_PATH
+from gdn_bench.shapes import HEAD_SIZE, NUM_Q_HEADS, NUM_V_HEADS
+from gdn_bench.timing import copy_floor_us
 
-DEFINITION_NAME = "gdn_decode_qk4_v8_d128_k_last"
-NUM_Q_HEADS, NUM_V_HEADS, HEAD_SIZE = 4, 8, 128
-
-
-def reference_source() -> str:
-    """The reference implementation's source text (a module defining `run`)."""
-    return Path(reference.__file__).read_text(encoding="utf-8")
+NAME = "gdn_decode_qk4_v8_d128_k_last"
+REFERENCE_PATH = Path(reference.__file__)
+# CPU pass default: the first random workload of B=1 and B=4, and the first model-like one.
+CPU_DEFAULT_BATCHES = (1, 4)
 
 
 def _spec(shape, dtype, description):
@@ -31,7 +35,7 @@ def build_definition() -> Definition:
     per_v_head = ["batch_size", "seq_len", "num_v_heads"]
     state = ["batch_size", "num_v_heads", "head_size", "head_size"]
     return Definition(
-        name=DEFINITION_NAME,
+        name=NAME,
         op_type="gdn",
         description=(
             "Gated Delta Net decode step, Qwen3-Next linear attention at TP=4 (4 q/k heads, "
@@ -62,5 +66,68 @@ def build_definition() -> Definition:
             "output": _spec(per_v_head + ["head_size"], "bfloat16", "scale * (new_state @ q)."),
             "new_state": _spec(state, "float32", "Updated state, K-last like state."),
         },
-        reference=reference_source(),
+        reference=REFERENCE_PATH.read_text(encoding="utf-8"),
     )
+
+
+def _has_blob(w: Workload) -> bool:
+    return any(spec.type == "safetensors" for spec in w.inputs.values())
+
+
+def cpu_subset(workloads: list[Workload]) -> list[Workload]:
+    """The first random workload of each CPU_DEFAULT_BATCHES size and the first model-like one."""
+    firsts = {}
+    for w in workloads:
+        firsts.setdefault("blob" if _has_blob(w) else w.axes["batch_size"], w)
+    return [firsts[k] for k in (*CPU_DEFAULT_BATCHES, "blob") if k in firsts]
+
+
+def _config(name: str, **kwargs):
+    return baseline_config(name, NAME, **kwargs)
+
+
+SUBMISSION = "fla-recurrent"
+ALGOS = (
+    Algo(SUBMISSION, "the submission: fused recurrent Triton kernel", NAME, None, "solution/triton"),
+    Algo("pt-reference", "PyTorch loop over batch and head", NAME, _config("pt-reference"),
+         "baselines/decode/pt_reference"),
+    Algo("pt-compiled", "torch.compile of the vectorized reference", NAME, _config("pt-compiled"),
+         "baselines/decode/pt_compiled", time_last=True),
+    Algo("fi-baseline", "FlashInfer gated_delta_rule_decode_pretranspose (contest baseline)", NAME,
+         _config("fi-baseline"), "baselines/decode/fi_baseline", needs_gpu=True, requires=("flashinfer",)),
+    Algo("fla-lib", "flash-linear-attention fused_recurrent_gated_delta_rule", NAME, _config("fla-lib"),
+         "baselines/decode/fla_lib", needs_gpu=True, requires=("fla",), extra="baselines"),
+    Algo("fla-tma", "Triton variant: TMA tensor descriptors, pipelined loop over V-tiles", NAME,
+         _config("fla-tma", language="triton", entry="kernel.py::kernel", dps=True), "solution/triton_tma",
+         needs_gpu=True, min_compute_capability=(9, 0)),
+    Algo("cuda-v1", "CUDA (TVM-FFI): one warp per block, lanes hold float4 columns of 8 rows", NAME,
+         _config("cuda-v1", language="cuda", entry="kernel.cu::gdn_decode_v1", dps=True), "solution/cuda",
+         needs_gpu=True, requires=("tvm_ffi",)),
+    Algo("cuda-v4", "CUDA (TVM-FFI): 8 warps per block, one V-row per warp", NAME,
+         _config("cuda-v4", language="cuda", entry="kernel.cu::gdn_decode_v4", dps=True), "solution/cuda",
+         needs_gpu=True, requires=("tvm_ffi",)),
+)
+
+_DEFAULTS = BenchmarkConfig()
+
+DECODE = DefinitionSpec(
+    name=NAME,
+    short="decode",
+    summary="one decode step per sequence (batch_size sequences)",
+    build_definition=build_definition,
+    reference_path=REFERENCE_PATH,
+    algos=ALGOS,
+    submission=SUBMISSION,
+    size_axis="batch_size",
+    size_flag="--batch-sizes",
+    group_of=lambda axes: axes["batch_size"],
+    group_label="B",
+    group_title="batch size",
+    harness=Harness(_DEFAULTS.warmup_runs, _DEFAULTS.iterations, _DEFAULTS.num_trials),
+    default_dataset=lambda gpu: EMBEDDED_PATH,
+    planned_workloads=lambda: [t.workload for t in TraceSet.from_path(str(EMBEDDED_PATH)).workloads[NAME]],
+    cpu_subset=cpu_subset,
+    write_embedded=write_decode_workloads,
+    floor_us=copy_floor_us,
+    job_groups=7,  # as many as the contest mix has batch sizes
+)

@@ -1,0 +1,46 @@
+"""The embedded trace set gdn_bench/data: every definition with its committed workloads
+(decode: the contest's batch mix; prefill: a small CPU subset), and loading any trace set.
+
+Layout (flashinfer-bench's): definitions/gdn/<def>.json, workloads/gdn/<def>.jsonl and
+blob/workloads/gdn/<def>/*.safetensors. `write_trace_set` rebuilds it deterministically
+from SEED; `load_trace_set` opens any trace set without creating it.
+"""
+
+import shutil
+from pathlib import Path
+
+from flashinfer_bench import TraceSet
+
+from gdn_bench.definitions import DEFINITIONS
+from gdn_bench.paths import EMBEDDED_PATH
+from gdn_bench.trace_cache import new_trace_set
+
+SEED = 20260301
+
+
+def write_trace_set(root: Path = EMBEDDED_PATH, seed: int = SEED) -> TraceSet:
+    """(Re)write the whole embedded trace set under `root`, deterministically from `seed`."""
+    root = Path(root)
+    for sub in ("definitions", "workloads", "blob"):
+        shutil.rmtree(root / sub, ignore_errors=True)
+    for spec in DEFINITIONS.values():
+        definition = spec.build_definition()
+        spec.write_embedded(new_trace_set(root, definition), definition.name, seed)
+    return TraceSet.from_path(str(root))
+
+
+def load_trace_set(path: Path | str | None = None, definition: str = DEFINITIONS["decode"].name) -> TraceSet:
+    """Open the trace set at `path` (default: the embedded one) and check it has `definition`.
+
+    Unlike TraceSet.from_path, a missing folder is an error, never silently created.
+    """
+    root = Path(path) if path is not None else EMBEDDED_PATH
+    if not root.is_dir():
+        raise FileNotFoundError(f"dataset path {root} does not exist or is not a folder")
+    trace_set = TraceSet.from_path(str(root))
+    if definition not in trace_set.definitions:
+        known = ", ".join(sorted(trace_set.definitions)) or "none"
+        raise ValueError(f"dataset {root} has no definition {definition!r} (it has: {known})")
+    if not trace_set.workloads.get(definition):
+        raise ValueError(f"dataset {root} has no workloads for {definition!r}")
+    return trace_set

@@ -1,0 +1,18 @@
+"""The contest's GDN definitions, one DefinitionSpec each (gdn_bench.definitions.spec).
+A new definition is a module beside these two and one entry in DEFINITIONS."""
+
+from gdn_bench.definitions.decode import DECODE
+from gdn_bench.definitions.prefill import PREFILL
+from gdn_bench.definitions.spec import DefinitionSpec
+
+DEFINITIONS: dict[str, DefinitionSpec] = {spec.short: spec for spec in (DECODE, PREFILL)}
+DEFAULT = DECODE.short
+
+
+def resolve(name: str) -> DefinitionSpec:
+    """The spec named by its short name (decode, prefill) or full name; else ValueError."""
+    for spec in DEFINITIONS.values():
+        if name in (spec.short, spec.name):
+            return spec
+    valid = ", ".join(f"{s.short} ({s.name})" for s in DEFINITIONS.values())
+    raise ValueError(f"unknown definition {name!r}; valid: {valid}")

@@ -1,0 +1,124 @@
+"""gdn_prefill_qk4_v8_d128_k_last: the prefill of a batch of variable-length sequences, as a
+flashinfer-bench Definition, and everything the harness needs to know about it (PREFILL).
+
+Shapes (T = total_seq_len, N = num_seqs): q, k [T, 4, 128] bf16; v [T, 8, 128] bf16; state
+[N, 8, 128, 128] f32 (K-last, optional); A_log, dt_bias [8] f32; a, b [T, 8] bf16;
+cu_seqlens [N + 1] int64; scale f32 scalar. Outputs: output [T, 8, 128] bf16 and new_state
+[N, 8, 128, 128] f32. The axes, constraints, input order and dtypes are the official
+definition's; the reference is the text of gdn_bench/reference_prefill.py.
+"""
+
+from pathlib import Path
+
+from flashinfer_bench import AxisConst, AxisVar, Definition, TensorSpec, Workload
+
+from gdn_bench import reference_prefill
+from gdn_bench.algos import Algo, baseline_config
+from gdn_bench.definitions.spec import DefinitionSpec, Harness
+from gdn_bench.paths import EMBEDDED_PATH
+from gdn_bench.prefill_mix import contest_mix_root, contest_mix_workloads, write_embedded_subset
+from gdn_bench.shapes import HEAD_SIZE, NUM_Q_HEADS, NUM_V_HEADS
+
+NAME = "gdn_prefill_qk4_v8_d128_k_last"
+REFERENCE_PATH = Path(reference_prefill.__file__)
+# CPU pass on a trace set given with --dataset: at most this many workloads of at most this
+# many tokens, in file order (the embedded subset fits whole).
+CPU_MAX_TOKENS, CPU_MAX_WORKLOADS = 128, 6
+
+
+def _spec(shape, dtype, description):
+    return TensorSpec(shape=shape, dtype=dtype, description=description)
+
+
+def build_definition() -> Definition:
+    """The prefill definition, with this project's reference."""
+    per_token = ["total_seq_len", "num_v_heads"]
+    state = ["num_seqs", "num_v_heads", "head_size", "head_size"]
+    return Definition(
+        name=NAME,
+        op_type="gdn",
+        description=(
+            "Gated Delta Net prefill, Qwen3-Next linear attention at TP=4 (4 q/k heads, 8 v heads, "
+            "head size 128): variable-length sequences packed along tokens (cu_seqlens), state in "
+            "K-last layout [N, HV, V, K]."
+        ),
+        tags=["stage:prefill", "model:qwen3-next", "layout:k-last"],
+        axes={
+            "total_seq_len": AxisVar(description="Tokens of all sequences together."),
+            "num_seqs": AxisVar(description="Sequences in the batch."),
+            "num_q_heads": AxisConst(value=NUM_Q_HEADS, description="Query heads (16 / TP 4)."),
+            "num_k_heads": AxisConst(value=NUM_Q_HEADS, description="Key heads (16 / TP 4)."),
+            "num_v_heads": AxisConst(value=NUM_V_HEADS, description="Value heads (32 / TP 4)."),
+            "head_size": AxisConst(value=HEAD_SIZE),
+            "len_cu_seqlens": AxisVar(description="Length of cu_seqlens: num_seqs + 1."),
+        },
+        constraints=["len_cu_seqlens == num_seqs + 1", "total_seq_len == cu_seqlens[-1].item()"],
+        inputs={
+            "q": _spec(["total_seq_len", "num_q_heads", "head_size"], "bfloat16", "Query."),
+            "k": _spec(["total_seq_len", "num_k_heads", "head_size"], "bfloat16", "Key."),
+            "v": _spec(["total_seq_len", "num_v_heads", "head_size"], "bfloat16", "Value."),
+            "state": _spec(state, "float32", "Initial state per sequence [N, HV, V, K] (optional: None = 0)."),
+            "A_log": _spec(["num_v_heads"], "float32", "Log decay rate per v-head."),
+            "a": _spec(per_token, "bfloat16", "Decay input, through softplus(a + dt_bias)."),
+            "dt_bias": _spec(["num_v_heads"], "float32", "Decay bias per v-head."),
+            "b": _spec(per_token, "bfloat16", "Update gate logit: beta = sigmoid(b)."),
+            "cu_seqlens": _spec(["len_cu_seqlens"], "int64", "Sequence n is tokens cu_seqlens[n]:cu_seqlens[n+1]."),
+            "scale": _spec(None, "float32", "Output scale; 0 or None means 1/sqrt(head_size)."),
+        },
+        outputs={
+            "output": _spec(["total_seq_len", "num_v_heads", "head_size"], "bfloat16",
+                            "scale * (S_t @ q_t) for every token."),
+            "new_state": _spec(state, "float32", "Final state per sequence, K-last; zero for an empty sequence."),
+        },
+        reference=REFERENCE_PATH.read_text(encoding="utf-8"),
+    )
+
+
+def token_bucket(axes: dict) -> int:
+    """Report group: total_seq_len rounded up to a power of two."""
+    return 1 << (max(axes["total_seq_len"], 1) - 1).bit_length()
+
+
+def cpu_subset(workloads: list[Workload]) -> list[Workload]:
+    """The first CPU_MAX_WORKLOADS workloads of at most CPU_MAX_TOKENS tokens."""
+    return [w for w in workloads if w.axes["total_seq_len"] <= CPU_MAX_TOKENS][:CPU_MAX_WORKLOADS]
+
+
+def _config(name: str):
+    return baseline_config(name, NAME)
+
+
+SUBMISSION = "triton-chunked"
+ALGOS = (
+    Algo(SUBMISSION, "the submission: chunked Triton prefill (solution/triton/prefill.py)", NAME, None,
+         "solution/triton"),
+    Algo("pt-reference", "PyTorch loop over sequences and tokens", NAME, _config("pt-reference"),
+         "baselines/prefill/pt_reference"),
+    Algo("fi-baseline", "FlashInfer chunk_gated_delta_rule, gates in torch (contest baseline)", NAME,
+         _config("fi-baseline"), "baselines/prefill/fi_baseline", needs_gpu=True,
+         min_compute_capability=(9, 0), requires=("flashinfer",)),
+    Algo("fla-chunk", "flash-linear-attention chunk_gated_delta_rule, gates fused", NAME, _config("fla-chunk"),
+         "baselines/prefill/fla_chunk", needs_gpu=True, requires=("fla",), extra="baselines"),
+)
+
+PREFILL = DefinitionSpec(
+    name=NAME,
+    short="prefill",
+    summary="prefill of num_seqs variable-length sequences (total_seq_len tokens)",
+    build_definition=build_definition,
+    reference_path=REFERENCE_PATH,
+    algos=ALGOS,
+    submission=SUBMISSION,
+    size_axis="total_seq_len",
+    size_flag="--seq-lens",
+    group_of=token_bucket,
+    group_label="T≤",
+    group_title="total_seq_len (rounded up to a power of two)",
+    harness=Harness(warmup=1, iterations=5, trials=3),  # the contest's flags for prefill
+    default_dataset=lambda gpu: contest_mix_root(build_definition()) if gpu else EMBEDDED_PATH,
+    planned_workloads=lambda: contest_mix_workloads(NAME),
+    cpu_subset=cpu_subset,
+    write_embedded=write_embedded_subset,
+    floor_us=None,  # a group mixes batches of different N and T: no single memory floor
+    job_groups=8,
+)

@@ -1,0 +1,64 @@
+"""What the harness knows about one contest definition, in one frozen record (DefinitionSpec).
+Every module takes definition-specific facts from here, so a new definition is one new
+module in this package plus one line in its registry."""
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from flashinfer_bench import Definition, TraceSet, Workload
+
+from gdn_bench.algos import Algo
+
+
+@dataclass(frozen=True)
+class Harness:
+    """flashinfer-bench Benchmark settings the contest uses for this definition."""
+
+    warmup: int
+    iterations: int
+    trials: int
+
+
+@dataclass(frozen=True)
+class DefinitionSpec:
+    """One definition: its Definition, trace sets, algorithms, report grouping and timing."""
+
+    name: str  # the contest's full name, e.g. gdn_prefill_qk4_v8_d128_k_last
+    short: str  # what --definition takes besides the full name: decode, prefill
+    summary: str
+    build_definition: Callable[[], Definition]  # with this project's reference as its text
+    reference_path: Path  # self-contained module whose text is the Definition's reference
+    algos: tuple[Algo, ...]
+    submission: str  # the algorithm packed from config.toml: run_local's default
+    size_axis: str  # the axis --<size flag> filters and rows are ordered by
+    size_flag: str  # run_local's flag for it, e.g. --batch-sizes
+    group_of: Callable[[dict], int]  # report group of a workload, from its axes
+    group_label: str  # the group column's title in the report, e.g. "B"
+    group_title: str  # the group axis in words, for plots
+    harness: Harness
+    # Trace set root when --dataset is not given; the flag is whether a GPU runs it (the CPU
+    # pass takes a small embedded set where generating the full one would not pay off).
+    default_dataset: Callable[[bool], Path]
+    # The workloads of default_dataset(True), known without writing it (run_modal plans its
+    # jobs from them before anything runs).
+    planned_workloads: Callable[[], list[Workload]]
+    # The workloads of a trace set that the CPU pass checks when nothing selects them.
+    cpu_subset: Callable[[list[Workload]], list[Workload]]
+    # Adds this definition's part of the embedded trace set (gdn_bench/data) to a trace set
+    # that already holds the Definition, deterministically from the seed.
+    write_embedded: Callable[[TraceSet, int], None]
+    # Memory floor per report group, measured on a GPU (µs), or None where it means nothing.
+    floor_us: Callable[[int], float] | None
+    job_groups: int  # run_modal jobs per algorithm
+
+    @property
+    def algos_by_name(self) -> dict[str, Algo]:
+        return {a.name: a for a in self.algos}
+
+    def submission_entry(self) -> Path:
+        """The submission's entry file (solution/<language>/<file> from config.toml)."""
+        return self.algos_by_name[self.submission].entry_file()
+
+    def reference_source(self) -> str:
+        return self.reference_path.read_text(encoding="utf-8")

@@ -1,0 +1,47 @@
+"""Tag the submission of one definition, for the contest's evaluator to check out.
+
+    python scripts/submit.py --definition decode|prefill --tag NAME [--push [--remote origin]]
+
+The tag points at a new commit whose tree is HEAD's with config.toml's [solution] and [build]
+naming that definition and its entry point (gdn_bench/submit.py: git plumbing, no branch
+switch, working tree untouched). `pack_solution.py --definition ...` packs the same thing.
+Exit status 0 when tagged (and pushed), 2 when refused (missing entry file, existing tag,
+uncommitted changes in solution/ or config.toml) or when git fails.
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+from gdn_bench.cli import definition_name
+from gdn_bench.definitions import DEFAULT, resolve
+from gdn_bench.paths import PROJECT_ROOT
+from gdn_bench.submit import SubmitError, push_tag, tag_submission
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--definition", type=definition_name, default=DEFAULT,
+                        help=f"decode or prefill, or a full definition name (default {DEFAULT})")
+    parser.add_argument("--tag", required=True, help="name of the tag to create")
+    parser.add_argument("--push", action="store_true", help="push the tag to --remote")
+    parser.add_argument("--remote", default="origin", help="remote for --push (default origin)")
+    parser.add_argument("--repo", type=Path, default=PROJECT_ROOT, help="git checkout (default: this one)")
+    args = parser.parse_args(argv)
+    spec = resolve(args.definition)
+    try:
+        commit = tag_submission(args.repo, spec.name, args.tag)
+        print(f"tagged {args.tag} -> {commit[:12]}: {spec.name}")
+        if args.push:
+            push_tag(args.repo, args.tag, args.remote)
+            print(f"pushed {args.tag} to {args.remote}")
+        else:
+            print(f"push it with: git push {args.remote} {args.tag}   (or rerun with --push)")
+    except SubmitError as e:
+        print(f"submit: error: {e}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
