@@ -1,0 +1,61 @@
+"""Kernel-level prefill table: the submission (solution/triton/prefill.py) against fi-baseline
+and fla-chunk over total_seq_len × num_seqs, with determinism and worst margins (CUPTI, cold L2,
+median; gdn_bench/prefill_bench.py says what each column is). Needs a GPU.
+
+    python scripts/bench_prefill.py [--seq-lens 6,64,...] [--num-seqs 1,4,32] [--config NAME=VALUE,...]... [--out DIR]
+
+Each --config times another variant of prefill.py with those module-level names set. Writes
+bench_prefill.json and bench_prefill.txt under --out (default results/bench_prefill).
+"""
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import torch
+
+from gdn_bench.cli import positive_ints
+from gdn_bench.definitions.prefill import PREFILL
+from gdn_bench.prefill_bench import NUM_SEQS, SEQ_LENS, bench, format_rows, grid, parse_config
+
+
+def _config(text: str) -> dict:
+    try:
+        return parse_config(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seq-lens", type=positive_ints, default=list(SEQ_LENS), help="total_seq_len values")
+    parser.add_argument("--num-seqs", type=positive_ints, default=list(NUM_SEQS), help="num_seqs values")
+    parser.add_argument("--config", type=_config, action="append", default=[],
+                        help="a variant of ours: module-level NAME=VALUE[,NAME=VALUE...] (repeatable)")
+    parser.add_argument("--out", type=Path, default=Path("results") / "bench_prefill", help="output folder")
+    args = parser.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("bench_prefill: error: needs a CUDA GPU (CUPTI timing)", file=sys.stderr)
+        return 2
+    if not PREFILL.submission_entry().is_file():
+        print(f"bench_prefill: error: {PREFILL.submission_entry()} does not exist yet", file=sys.stderr)
+        return 2
+    try:
+        rows = bench(grid(args.seq_lens, args.num_seqs), [{}] + args.config)
+    except ValueError as e:
+        print(f"bench_prefill: error: {e}", file=sys.stderr)
+        return 2
+    gpu = torch.cuda.get_device_name()
+    table = format_rows(rows)
+    print(f"GPU: {gpu}; µs: CUPTI, cold L2, median; ×FI = FI / ours; margin: worst |err| / max(atol, rtol·|ref|)")
+    print(table)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "bench_prefill.json").write_text(json.dumps({"gpu": gpu, "rows": rows}, indent=2))
+    (args.out / "bench_prefill.txt").write_text(f"GPU: {gpu}\n{table}\n")
+    print(f"wrote {args.out / 'bench_prefill.json'} and {args.out / 'bench_prefill.txt'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

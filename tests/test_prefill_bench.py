@@ -1,0 +1,59 @@
+"""scripts/bench_prefill.py's pieces on CPU (the benchmark itself needs a GPU): the shape grid,
+the even split, variants of prefill.py, the table, and the one-line refusal without a GPU."""
+
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from gdn_bench import prefill_bench
+from gdn_bench.paths import PROJECT_ROOT
+
+
+def test_grid_skips_more_sequences_than_tokens():
+    assert prefill_bench.grid((6, 64), (1, 4, 32)) == [(6, 1), (6, 4), (64, 1), (64, 4), (64, 32)]
+    assert len(prefill_bench.grid(prefill_bench.SEQ_LENS, prefill_bench.NUM_SEQS)) == 17
+
+
+@pytest.mark.parametrize("total, count", [(6, 4), (300, 32), (8192, 32), (7, 7)])
+def test_even_lengths(total, count):
+    lengths = prefill_bench.even_lengths(total, count)
+    assert sum(lengths) == total and len(lengths) == count and max(lengths) - min(lengths) <= 1
+    assert lengths == sorted(lengths, reverse=True)
+
+
+def test_parse_config():
+    assert prefill_bench.parse_config("CHUNK=32, STATE_WARPS=2,NAME='x'") == {"CHUNK": 32, "STATE_WARPS": 2, "NAME": "x"}
+    for bad in ("CHUNK", "=3", "CHUNK=thirty", "1A=2"):
+        with pytest.raises(ValueError):
+            prefill_bench.parse_config(bad)
+
+
+def test_variants_set_existing_module_names_only(tmp_path, monkeypatch):
+    source = tmp_path / "prefill.py"
+    source.write_text("CHUNK = 64\ndef kernel(*args):\n    return CHUNK\n")
+    monkeypatch.setattr(prefill_bench, "PREFILL", SimpleNamespace(submission_entry=lambda: source))
+    base, variant = prefill_bench.load_variant({}, 0), prefill_bench.load_variant({"CHUNK": 16}, 1)
+    assert (base.kernel(), variant.kernel()) == (64, 16)
+    assert prefill_bench.variant_label({"CHUNK": 16}) == "ours[CHUNK=16]" and prefill_bench.variant_label({}) == "ours"
+    with pytest.raises(ValueError, match="prefill.py has no module-level name 'CHUNKS'"):
+        prefill_bench.load_variant({"CHUNKS": 16}, 2)
+
+
+def test_table_marks_what_was_not_measured():
+    rows = [{"T": 6, "N": 1, "variant": "ours", "ours_us": 9.0, "fi-baseline_us": 300.0, "x_fi-baseline": 33.3,
+             "deterministic": True, "margin_f64": 0.1, "margin_f32": 0.05},
+            {"T": 6, "N": 1, "variant": "ours[CHUNK=16]", "ours_us": 8.0, "deterministic": False,
+             "margin_f64": 0.2, "margin_f32": 0.1}]
+    lines = prefill_bench.format_rows(rows).splitlines()
+    assert len(lines) == 3 and "×FI" in lines[0] and "33.30" in lines[1] and " yes" in lines[1]
+    assert lines[2].split()[4:8] == ["-", "-", "-", "-"] and " NO" in lines[2]
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal without a GPU")
+def test_refuses_without_gpu():
+    result = subprocess.run([sys.executable, str(PROJECT_ROOT / "scripts" / "bench_prefill.py")],
+                            capture_output=True, text=True)
+    assert result.returncode == 2 and result.stderr == "bench_prefill: error: needs a CUDA GPU (CUPTI timing)\n"
