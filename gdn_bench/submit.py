@@ -34,7 +34,7 @@ def git(repo: Path, *args: str, stdin: str | None = None, env: dict | None = Non
 
 
 def _refuse_uncommitted(repo: Path) -> None:
-    changed = git(repo, "status", "--porcelain", "--untracked-files=all", "--", *WATCHED)
+    changed = git(repo, "status", "--porcelain", "--untracked-files=all", "--", *WATCHED, strip=False)
     if changed:
         paths = ", ".join(line[3:] for line in changed.splitlines())
         raise SubmitError(f"uncommitted changes in {paths}: the tag is made from HEAD, so it would not hold "

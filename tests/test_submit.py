@@ -1,0 +1,147 @@
+"""scripts/submit.py and pack_solution.py --definition, in a temporary git repository holding
+this project's config.toml and solution/triton/: tags made with plumbing only, refusals with
+one message and exit 2, and packing a tag's tree as the evaluator does gives what
+pack_solution.py gives for that definition."""
+
+import io
+import os
+import shutil
+import subprocess
+import tarfile
+
+import pytest
+from flashinfer_bench import Solution
+
+from gdn_bench.algos import load_module
+from gdn_bench.packing import pack, read_config
+from gdn_bench.paths import CONFIG_PATH, PROJECT_ROOT
+
+submit = load_module(PROJECT_ROOT / "scripts" / "submit.py", "submit_script")
+pack_solution = load_module(PROJECT_ROOT / "scripts" / "pack_solution.py", "pack_solution_script")
+DECODE, PREFILL = "gdn_decode_qk4_v8_d128_k_last", "gdn_prefill_qk4_v8_d128_k_last"
+STUB = "def kernel(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_state):\n    pass\n"
+IDENTITY = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
+            "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.com"}
+
+
+def git(repo, *args):
+    return subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True, text=True,
+                          env={**os.environ, **IDENTITY}).stdout.strip()
+
+
+@pytest.fixture
+def repo(tmp_path, monkeypatch):
+    """A git repository with config.toml, solution/triton/kernel.py and a README, one commit."""
+    for key, value in IDENTITY.items():
+        monkeypatch.setenv(key, value)
+    root = tmp_path / "repo"
+    (root / "solution" / "triton").mkdir(parents=True)
+    shutil.copy(CONFIG_PATH, root / "config.toml")
+    shutil.copy(PROJECT_ROOT / "solution" / "triton" / "kernel.py", root / "solution" / "triton" / "kernel.py")
+    (root / "README.md").write_text("kit\n")
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "init")
+    return root
+
+
+def _commit_prefill_stub(repo):
+    (repo / "solution" / "triton" / "prefill.py").write_text(STUB)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "prefill kernel")
+
+
+def _submit(repo, *argv, capsys):
+    code = submit.main(["--repo", str(repo), *argv])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def _evaluator_solution(repo, tag, tmp_path) -> Solution:
+    """Check the tag's tree out (git archive) and pack it as the evaluator does: [solution] and
+    [build] of its config.toml, the top-level files of solution/<language>/."""
+    tree = tmp_path / f"tree-{tag}"
+    archive = subprocess.run(["git", "-C", str(repo), "archive", tag], check=True, capture_output=True).stdout
+    tarfile.open(fileobj=io.BytesIO(archive)).extractall(tree, filter="data")
+    config = read_config(tree / "config.toml")
+    return pack(config, tree / "solution" / config.language)
+
+
+def _pack_solution(repo, definition, out, capsys):
+    code = pack_solution.main(["--definition", definition, "--config", str(repo / "config.toml"),
+                               "--source-dir", str(repo / "solution" / "triton"), "-o", str(out)])
+    return code, capsys.readouterr().err
+
+
+def test_decode_tag_is_heads_tree_and_packs_like_pack_solution(repo, tmp_path, capsys):
+    head = git(repo, "rev-parse", "HEAD")
+    code, out, _ = _submit(repo, "--definition", "decode", "--tag", "sub-decode", capsys=capsys)
+    assert code == 0 and "tagged sub-decode" in out
+    assert git(repo, "rev-parse", "sub-decode^{tree}") == git(repo, "rev-parse", "HEAD^{tree}")
+    assert git(repo, "rev-parse", "sub-decode^") == head == git(repo, "rev-parse", "HEAD")
+    assert _pack_solution(repo, "decode", tmp_path / "s.json", capsys)[0] == 0
+    packed = Solution.model_validate_json((tmp_path / "s.json").read_text())
+    assert _evaluator_solution(repo, "sub-decode", tmp_path).hash() == packed.hash()
+    assert packed.definition == DECODE and packed.spec.entry_point == "kernel.py::kernel"
+
+
+def test_prefill_refused_while_its_entry_file_is_missing(repo, tmp_path, capsys):
+    code, _, err = _submit(repo, "--definition", "prefill", "--tag", "sub-prefill", capsys=capsys)
+    assert code == 2 and err.startswith("submit: error: entry_point file") and "prefill.py does not exist" in err
+    assert git(repo, "tag") == ""
+    code, err = _pack_solution(repo, "prefill", tmp_path / "s.json", capsys)
+    assert code == 2 and "prefill.py does not exist" in err and not (tmp_path / "s.json").exists()
+
+
+def test_prefill_tag_names_prefill_without_touching_the_checkout(repo, tmp_path, capsys):
+    _commit_prefill_stub(repo)
+    head, config = git(repo, "rev-parse", "HEAD"), (repo / "config.toml").read_text()
+    code, _, _ = _submit(repo, "--definition", PREFILL, "--tag", "sub-prefill", capsys=capsys)
+    assert code == 0
+    assert git(repo, "rev-parse", "HEAD") == head and git(repo, "branch", "--show-current") == "main"
+    assert (repo / "config.toml").read_text() == config and git(repo, "status", "--porcelain") == ""
+    tagged = git(repo, "show", "sub-prefill:config.toml")
+    assert 'definition = "gdn_prefill_qk4_v8_d128_k_last"' in tagged and "[build.cuda]" not in tagged
+    assert git(repo, "diff", "--name-only", "HEAD", "sub-prefill") == "config.toml"
+    assert _pack_solution(repo, "prefill", tmp_path / "s.json", capsys)[0] == 0
+    packed = Solution.model_validate_json((tmp_path / "s.json").read_text())
+    evaluated = _evaluator_solution(repo, "sub-prefill", tmp_path)
+    assert evaluated.hash() == packed.hash()
+    assert evaluated.definition == PREFILL and evaluated.spec.entry_point == "prefill.py::kernel"
+    assert evaluated.spec.destination_passing_style and {s.path for s in evaluated.sources} == {"kernel.py", "prefill.py"}
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda repo: (repo / "solution" / "triton" / "kernel.py").write_text("# edited\n"), "uncommitted changes in solution/triton/kernel.py"),
+    (lambda repo: (repo / "solution" / "triton" / "extra.py").write_text("x = 1\n"), "uncommitted changes in solution/triton/extra.py"),
+    (lambda repo: (repo / "config.toml").write_text("[solution]\n"), "uncommitted changes in config.toml"),
+])
+def test_refuses_uncommitted_changes(repo, change, message, capsys):
+    change(repo)
+    code, _, err = _submit(repo, "--tag", "t", capsys=capsys)
+    assert code == 2 and err.startswith(f"submit: error: {message}") and err.count("\n") == 1
+    assert git(repo, "tag") == ""
+
+
+def test_other_changes_do_not_matter_and_existing_tags_are_refused(repo, capsys):
+    (repo / "README.md").write_text("edited\n")
+    assert _submit(repo, "--tag", "t", capsys=capsys)[0] == 0
+    code, _, err = _submit(repo, "--tag", "t", capsys=capsys)
+    assert code == 2 and "tag 't' already exists" in err
+
+
+def test_bad_tag_name_and_unknown_definition(repo, capsys):
+    code, _, err = _submit(repo, "--tag", "bad..name", capsys=capsys)
+    assert code == 2 and err.startswith("submit: error: git check-ref-format")
+    with pytest.raises(SystemExit) as e:
+        submit.main(["--repo", str(repo), "--definition", "nope", "--tag", "t"])
+    assert e.value.code == 2 and "unknown definition 'nope'" in capsys.readouterr().err
+
+
+def test_push(repo, tmp_path, capsys):
+    remote = tmp_path / "remote.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)
+    git(repo, "remote", "add", "origin", str(remote))
+    code, out, _ = _submit(repo, "--tag", "pushed", "--push", capsys=capsys)
+    assert code == 0 and "pushed pushed to origin" in out
+    assert git(remote, "rev-parse", "pushed") == git(repo, "rev-parse", "pushed")
