@@ -15,7 +15,7 @@ from types import ModuleType
 import torch
 from flashinfer_bench import Solution
 
-from gdn_bench.packing import SolutionConfig, pack, read_config
+from gdn_bench.packing import PackError, SolutionConfig, pack, read_config
 from gdn_bench.paths import CONFIG_PATH, PROJECT_ROOT
 
 
@@ -58,8 +58,13 @@ class Algo:
             if have < self.min_compute_capability:
                 want = "sm_%d%d" % self.min_compute_capability
                 return f"needs {want} or newer; this GPU is sm_{have[0]}{have[1]}"
-        if self.config is None and not self.entry_file().is_file():
-            return f"its entry file {self.entry_file().relative_to(PROJECT_ROOT)} does not exist yet"
+        if self.config is None:
+            try:
+                entry = self.entry_file()
+            except PackError:
+                return None  # a broken config.toml: packing reports it, as this algorithm's COMPILE_ERROR
+            if not entry.is_file():
+                return f"its entry file {entry.relative_to(PROJECT_ROOT)} does not exist yet"
         return None
 
     def solution(self) -> Solution:

@@ -9,6 +9,7 @@ timing tiers in µs (None where not measured). Partial results (one per Modal co
 merge into one; the summary and the contest-style score are derived.
 """
 
+import math
 import statistics
 from dataclasses import asdict, dataclass, field
 
@@ -24,14 +25,15 @@ class Row:
     status: str
     max_abs_error: float | None = None
     max_rel_error: float | None = None
-    margins: dict[str, float] = field(default_factory=dict)
+    margins: dict[str, float | None] = field(default_factory=dict)  # None: not finite (JSON has no inf)
     harness_us: float | None = None
     kernel_us: float | None = None
     message: str = ""
 
     @property
     def worst_margin(self) -> float | None:
-        return max(self.margins.values()) if self.margins else None
+        """The largest margin over outputs (inf where one is not finite); None if unchecked."""
+        return max(math.inf if m is None else m for m in self.margins.values()) if self.margins else None
 
     def order(self) -> tuple:
         """Rows sort by the workload's axes (in the trace set's order), then workload and algorithm."""

@@ -13,6 +13,7 @@ anywhere (scripts/run_modal.py runs them on Modal) and whose Results merge back 
 
 import datetime
 import importlib.metadata
+import math
 import platform
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -143,8 +144,9 @@ def run(settings: RunSettings) -> Results:
 
 
 def _row(algo: str, r: CheckResult) -> Row:
+    margins = {name: (m if math.isfinite(m) else None) for name, m in r.margins.items()}
     return Row(algo, r.workload, r.axes, r.status, _finite(r.max_abs_error), _finite(r.max_rel_error),
-               margins=r.margins, message=r.message)
+               margins=margins, message=r.message)
 
 
 def _checked(settings, trace_set, workloads, solutions, device: str, desc: str) -> dict[tuple[str, str], Row]:
