@@ -9,12 +9,12 @@ gdn_bench/reference.py.
 
 from pathlib import Path
 
-from flashinfer_bench import AxisConst, AxisVar, BenchmarkConfig, Definition, TensorSpec, TraceSet, Workload
+from flashinfer_bench import AxisConst, AxisVar, BenchmarkConfig, Definition, TraceSet, Workload
 
 from gdn_bench import reference
 from gdn_bench.algos import Algo, baseline_config
 from gdn_bench.decode_mix import write_decode_workloads
-from gdn_bench.definitions.spec import DefinitionSpec, Harness
+from gdn_bench.definitions.spec import DefinitionSpec, Harness, tensor
 from gdn_bench.paths import EMBEDDED_PATH
 from gdn_bench.shapes import HEAD_SIZE, NUM_Q_HEADS, NUM_V_HEADS
 from gdn_bench.timing import copy_floor_us
@@ -23,10 +23,6 @@ NAME = "gdn_decode_qk4_v8_d128_k_last"
 REFERENCE_PATH = Path(reference.__file__)
 # CPU pass default: the first random workload of B=1 and B=4, and the first model-like one.
 CPU_DEFAULT_BATCHES = (1, 4)
-
-
-def _spec(shape, dtype, description):
-    return TensorSpec(shape=shape, dtype=dtype, description=description)
 
 
 def build_definition() -> Definition:
@@ -52,19 +48,19 @@ def build_definition() -> Definition:
         },
         constraints=["num_v_heads % num_q_heads == 0", "num_k_heads == num_q_heads"],
         inputs={
-            "q": _spec(qk, "bfloat16", "Query."),
-            "k": _spec(["batch_size", "seq_len", "num_k_heads", "head_size"], "bfloat16", "Key."),
-            "v": _spec(per_v_head + ["head_size"], "bfloat16", "Value."),
-            "state": _spec(state, "float32", "Recurrent state [B, HV, V, K] (optional: None = 0)."),
-            "A_log": _spec(["num_v_heads"], "float32", "Log decay rate per v-head."),
-            "a": _spec(per_v_head, "bfloat16", "Decay input, through softplus(a + dt_bias)."),
-            "dt_bias": _spec(["num_v_heads"], "float32", "Decay bias per v-head."),
-            "b": _spec(per_v_head, "bfloat16", "Update gate logit: beta = sigmoid(b)."),
-            "scale": _spec(None, "float32", "Output scale; 0 or None means 1/sqrt(head_size)."),
+            "q": tensor(qk, "bfloat16", "Query."),
+            "k": tensor(["batch_size", "seq_len", "num_k_heads", "head_size"], "bfloat16", "Key."),
+            "v": tensor(per_v_head + ["head_size"], "bfloat16", "Value."),
+            "state": tensor(state, "float32", "Recurrent state [B, HV, V, K] (optional: None = 0)."),
+            "A_log": tensor(["num_v_heads"], "float32", "Log decay rate per v-head."),
+            "a": tensor(per_v_head, "bfloat16", "Decay input, through softplus(a + dt_bias)."),
+            "dt_bias": tensor(["num_v_heads"], "float32", "Decay bias per v-head."),
+            "b": tensor(per_v_head, "bfloat16", "Update gate logit: beta = sigmoid(b)."),
+            "scale": tensor(None, "float32", "Output scale; 0 or None means 1/sqrt(head_size)."),
         },
         outputs={
-            "output": _spec(per_v_head + ["head_size"], "bfloat16", "scale * (new_state @ q)."),
-            "new_state": _spec(state, "float32", "Updated state, K-last like state."),
+            "output": tensor(per_v_head + ["head_size"], "bfloat16", "scale * (new_state @ q)."),
+            "new_state": tensor(state, "float32", "Updated state, K-last like state."),
         },
         reference=REFERENCE_PATH.read_text(encoding="utf-8"),
     )

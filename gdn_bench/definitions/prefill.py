@@ -10,11 +10,11 @@ definition's; the reference is the text of gdn_bench/reference_prefill.py.
 
 from pathlib import Path
 
-from flashinfer_bench import AxisConst, AxisVar, Definition, TensorSpec, Workload
+from flashinfer_bench import AxisConst, AxisVar, Definition, Workload
 
 from gdn_bench import reference_prefill
 from gdn_bench.algos import Algo, baseline_config
-from gdn_bench.definitions.spec import DefinitionSpec, Harness
+from gdn_bench.definitions.spec import DefinitionSpec, Harness, tensor
 from gdn_bench.paths import EMBEDDED_PATH
 from gdn_bench.prefill_mix import contest_mix_root, contest_mix_workloads, write_embedded_subset
 from gdn_bench.shapes import HEAD_SIZE, NUM_Q_HEADS, NUM_V_HEADS
@@ -24,10 +24,6 @@ REFERENCE_PATH = Path(reference_prefill.__file__)
 # CPU pass on a trace set given with --dataset: at most this many workloads of at most this
 # many tokens, in file order (the embedded subset fits whole).
 CPU_MAX_TOKENS, CPU_MAX_WORKLOADS = 128, 6
-
-
-def _spec(shape, dtype, description):
-    return TensorSpec(shape=shape, dtype=dtype, description=description)
 
 
 def build_definition() -> Definition:
@@ -54,21 +50,21 @@ def build_definition() -> Definition:
         },
         constraints=["len_cu_seqlens == num_seqs + 1", "total_seq_len == cu_seqlens[-1].item()"],
         inputs={
-            "q": _spec(["total_seq_len", "num_q_heads", "head_size"], "bfloat16", "Query."),
-            "k": _spec(["total_seq_len", "num_k_heads", "head_size"], "bfloat16", "Key."),
-            "v": _spec(["total_seq_len", "num_v_heads", "head_size"], "bfloat16", "Value."),
-            "state": _spec(state, "float32", "Initial state per sequence [N, HV, V, K] (optional: None = 0)."),
-            "A_log": _spec(["num_v_heads"], "float32", "Log decay rate per v-head."),
-            "a": _spec(per_token, "bfloat16", "Decay input, through softplus(a + dt_bias)."),
-            "dt_bias": _spec(["num_v_heads"], "float32", "Decay bias per v-head."),
-            "b": _spec(per_token, "bfloat16", "Update gate logit: beta = sigmoid(b)."),
-            "cu_seqlens": _spec(["len_cu_seqlens"], "int64", "Sequence n is tokens cu_seqlens[n]:cu_seqlens[n+1]."),
-            "scale": _spec(None, "float32", "Output scale; 0 or None means 1/sqrt(head_size)."),
+            "q": tensor(["total_seq_len", "num_q_heads", "head_size"], "bfloat16", "Query."),
+            "k": tensor(["total_seq_len", "num_k_heads", "head_size"], "bfloat16", "Key."),
+            "v": tensor(["total_seq_len", "num_v_heads", "head_size"], "bfloat16", "Value."),
+            "state": tensor(state, "float32", "Initial state per sequence [N, HV, V, K] (optional: None = 0)."),
+            "A_log": tensor(["num_v_heads"], "float32", "Log decay rate per v-head."),
+            "a": tensor(per_token, "bfloat16", "Decay input, through softplus(a + dt_bias)."),
+            "dt_bias": tensor(["num_v_heads"], "float32", "Decay bias per v-head."),
+            "b": tensor(per_token, "bfloat16", "Update gate logit: beta = sigmoid(b)."),
+            "cu_seqlens": tensor(["len_cu_seqlens"], "int64", "Sequence n is tokens cu_seqlens[n]:cu_seqlens[n+1]."),
+            "scale": tensor(None, "float32", "Output scale; 0 or None means 1/sqrt(head_size)."),
         },
         outputs={
-            "output": _spec(["total_seq_len", "num_v_heads", "head_size"], "bfloat16",
+            "output": tensor(["total_seq_len", "num_v_heads", "head_size"], "bfloat16",
                             "scale * (S_t @ q_t) for every token."),
-            "new_state": _spec(state, "float32", "Final state per sequence, K-last; zero for an empty sequence."),
+            "new_state": tensor(state, "float32", "Final state per sequence, K-last; zero for an empty sequence."),
         },
         reference=REFERENCE_PATH.read_text(encoding="utf-8"),
     )

@@ -6,9 +6,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from flashinfer_bench import Definition, TraceSet, Workload
+from flashinfer_bench import Definition, TensorSpec, TraceSet, Workload
 
 from gdn_bench.algos import Algo
+
+
+def tensor(shape: list[str] | None, dtype: str, description: str) -> TensorSpec:
+    """A Definition input or output: axis names (None for a scalar), dtype, what it is."""
+    return TensorSpec(shape=shape, dtype=dtype, description=description)
 
 
 @dataclass(frozen=True)
