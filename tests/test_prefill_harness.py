@@ -14,6 +14,7 @@ from gdn_bench.checking import check_solutions, worst_margin
 from gdn_bench.dataset import load_trace_set
 from gdn_bench.definitions import DEFINITIONS, resolve
 from gdn_bench.definitions.prefill import NAME, PREFILL, token_bucket
+from gdn_bench.paths import EMBEDDED_PATH
 from gdn_bench.runner import RunSettings, harness_settings, select_workloads
 
 
@@ -55,7 +56,8 @@ def test_bad_flags_one_message_exit_2(argv, message, capsys):
     (["--definition", "prefill", "--batch-sizes", "1"], "--batch-sizes applies to --definition decode; prefill selects by --seq-lens"),
     (["--seq-lens", "6"], "--seq-lens applies to --definition prefill; decode selects by --batch-sizes"),
     (["--definition", "prefill", "--algo", "fla-recurrent"], "unknown algorithm fla-recurrent; valid: triton-chunked, pt-reference"),
-    (["--definition", "prefill", "--seq-lens", "5"], "no workload matches the given --workload-id / --seq-lens"),
+    (["--definition", "prefill", "--seq-lens", "5", "--dataset", str(EMBEDDED_PATH)],
+     "no workload matches the given --workload-id / --seq-lens"),
 ])
 def test_run_errors_one_message_exit_2(argv, message, capsys, tmp_path):
     code, _, err = _main([*argv, "--out", str(tmp_path)], capsys)
@@ -90,15 +92,14 @@ def test_committed_subset_passes_the_reference_check():
 
 
 def test_run_local_prefill_end_to_end(capsys, tmp_path):
-    """Two committed workloads through run_local; the unavailable submission is listed, not failed."""
-    code, out, _ = _main(["--definition", "prefill", "--algo", "pt-reference,triton-chunked", "--seq-lens", "6,23",
-                          "--out", str(tmp_path)], capsys)
+    """Two committed workloads through run_local, pt-reference; rows keyed by the prefill axes."""
+    code, out, _ = _main(["--definition", "prefill", "--algo", "pt-reference", "--seq-lens", "6,23",
+                          "--dataset", str(EMBEDDED_PATH), "--out", str(tmp_path)], capsys)
     assert code == 0 and "T≤" in out and "passed 2/2" in out
     data = json.loads((tmp_path / "results.json").read_text())
     assert data["meta"]["definition"] == NAME and data["meta"]["submission"] == "triton-chunked"
     assert [r["axes"] for r in data["rows"]] == [
         {"total_seq_len": 6, "num_seqs": 1, "len_cu_seqlens": 2}, {"total_seq_len": 23, "num_seqs": 1, "len_cu_seqlens": 2}]
-    assert ("skipped triton-chunked" in out) != PREFILL.submission_entry().is_file()
 
 
 def test_report_groups_by_token_bucket():
@@ -125,3 +126,17 @@ def test_worst_margin_decides_like_flashinfer_bench():
         got = want + scale * torch.randn(4000, generator=gen) * (1 + want.abs())
         exceeds = compute_error_stats(got, want, cfg)[2]
         assert exceeds == (worst_margin(got, want) > 1), scale
+
+
+def test_non_finite_margin_is_reported_and_json_safe(tmp_path):
+    """An output with NaN gives an infinite margin: None in results.json, inf in the table."""
+    from gdn_bench.report import format_table, write_report
+    from gdn_bench.results import Results, Row
+
+    axes = {"total_seq_len": 6, "num_seqs": 1, "len_cu_seqlens": 2}
+    row = Row("triton-chunked", "w1", axes, "INCORRECT_NUMERICAL", margins={"output": None, "new_state": 0.1})
+    results = Results(meta={"definition": NAME, "mode": "cpu-correctness"}, rows=[row])
+    assert row.worst_margin == float("inf")
+    write_report(results, tmp_path)
+    assert json.loads((tmp_path / "results.json").read_text())["rows"][0]["margins"]["output"] is None
+    assert "inf" in format_table(results).splitlines()[-2]

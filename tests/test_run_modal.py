@@ -161,6 +161,7 @@ def test_job_body_in_process_matches_the_runner(run_modal, direct):
 
 
 @pytest.mark.filterwarnings("ignore:The run_job function is executing locally")
+@pytest.mark.filterwarnings("ignore:The prepare_dataset function is executing locally")
 def test_launch_writes_the_report_run_local_writes(run_modal, monkeypatch, tmp_path):
     """A command line's jobs, run in-process instead of on Modal, merge into run_local's report."""
     from gdn_bench import cli
