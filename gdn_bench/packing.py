@@ -86,7 +86,8 @@ def config_text_for(text: str, definition: str, path: Path = CONFIG_PATH) -> str
     if doc["solution"].get("definition") == definition:
         return text
     tables = doc.get("submission", {})
-    matches = [short for short, table in tables.items() if isinstance(table, dict) and table.get("definition") == definition]
+    matches = [short for short, table in tables.items()
+               if isinstance(table, dict) and table.get("definition") == definition]
     if not matches:
         raise PackError(f"{path}: no submission for {definition}: [solution] names "
                         f"{doc['solution'].get('definition')!r} and no [submission.<name>] table names it")

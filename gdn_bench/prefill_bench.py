@@ -94,7 +94,8 @@ def bench(shapes, configs=({},), seed: int = 0) -> list[dict]:
     baselines = _baselines()
     rows = []
     for total, num_seqs in tqdm(shapes, desc="bench_prefill", unit="shape"):
-        inputs = model_like_inputs(even_lengths(total, num_seqs), torch.Generator(device="cuda").manual_seed(seed), "cuda")
+        gen = torch.Generator(device="cuda").manual_seed(seed)
+        inputs = model_like_inputs(even_lengths(total, num_seqs), gen, "cuda")
         args = tuple(inputs.values())
         ref64 = gdn_prefill(*args, compute_dtype=torch.float64)
         ref32 = run(*args)  # the definition's reference, in the definition's dtypes

@@ -108,7 +108,8 @@ def format_table(results: Results) -> str:
     line = f"passed {s['passed']}/{s['total']} (algorithm, workload) cases"
     score = contest_score(results)
     if score is not None:
-        line += f"; contest-style score of {results.meta.get('submission')} (mean fi-baseline/ours kernel time): {score:.3f}"
+        line += (f"; contest-style score of {results.meta.get('submission')} "
+                 f"(mean fi-baseline/ours kernel time): {score:.3f}")
     out.append(line)
     return "\n".join(out)
 

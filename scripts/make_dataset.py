@@ -1,4 +1,5 @@
-"""Regenerate the embedded trace set (gdn_bench/data) deterministically.
+"""Regenerate the embedded trace set deterministically: gdn_bench/data, decode's mix and
+prefill's CPU subset.
 
     python scripts/make_dataset.py [--out DIR] [--seed N]
 """
@@ -6,7 +7,8 @@
 import argparse
 from pathlib import Path
 
-from gdn_bench.dataset import EMBEDDED_PATH, SEED, write_trace_set
+from gdn_bench.dataset import SEED, write_trace_set
+from gdn_bench.paths import EMBEDDED_PATH
 
 
 def main(argv=None) -> int:

@@ -25,7 +25,8 @@ def test_even_lengths(total, count):
 
 
 def test_parse_config():
-    assert prefill_bench.parse_config("CHUNK=32, STATE_WARPS=2,NAME='x'") == {"CHUNK": 32, "STATE_WARPS": 2, "NAME": "x"}
+    parsed = prefill_bench.parse_config("CHUNK=32, STATE_WARPS=2,NAME='x'")
+    assert parsed == {"CHUNK": 32, "STATE_WARPS": 2, "NAME": "x"}
     for bad in ("CHUNK", "=3", "CHUNK=thirty", "1A=2"):
         with pytest.raises(ValueError):
             prefill_bench.parse_config(bad)

@@ -53,9 +53,11 @@ def test_bad_flags_one_message_exit_2(argv, message, capsys):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--definition", "prefill", "--batch-sizes", "1"], "--batch-sizes applies to --definition decode; prefill selects by --seq-lens"),
+    (["--definition", "prefill", "--batch-sizes", "1"],
+     "--batch-sizes applies to --definition decode; prefill selects by --seq-lens"),
     (["--seq-lens", "6"], "--seq-lens applies to --definition prefill; decode selects by --batch-sizes"),
-    (["--definition", "prefill", "--algo", "fla-recurrent"], "unknown algorithm fla-recurrent; valid: triton-chunked, pt-reference"),
+    (["--definition", "prefill", "--algo", "fla-recurrent"],
+     "unknown algorithm fla-recurrent; valid: triton-chunked, pt-reference"),
     (["--definition", "prefill", "--seq-lens", "5", "--dataset", str(EMBEDDED_PATH)],
      "no workload matches the given --workload-id / --seq-lens"),
 ])
@@ -98,8 +100,8 @@ def test_run_local_prefill_end_to_end(capsys, tmp_path):
     assert code == 0 and "T≤" in out and "passed 2/2" in out
     data = json.loads((tmp_path / "results.json").read_text())
     assert data["meta"]["definition"] == NAME and data["meta"]["submission"] == "triton-chunked"
-    assert [r["axes"] for r in data["rows"]] == [
-        {"total_seq_len": 6, "num_seqs": 1, "len_cu_seqlens": 2}, {"total_seq_len": 23, "num_seqs": 1, "len_cu_seqlens": 2}]
+    assert [r["axes"] for r in data["rows"]] == [{"total_seq_len": 6, "num_seqs": 1, "len_cu_seqlens": 2},
+                                                 {"total_seq_len": 23, "num_seqs": 1, "len_cu_seqlens": 2}]
 
 
 def test_report_groups_by_token_bucket():

@@ -91,6 +91,7 @@ def test_reference_text_is_self_contained():
     from gdn_bench import reference_prefill
 
     tree = ast.parse(open(reference_prefill.__file__, encoding="utf-8").read())
-    roots = {alias.name.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    roots = {alias.name.split(".")[0]
+             for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
     roots |= {node.module.split(".")[0] for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     assert roots <= {"math", "torch"}

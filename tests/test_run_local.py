@@ -44,8 +44,8 @@ def test_all_and_filters():
     assert s.sizes == [1, 64] and s.num_workloads == 3 and s.workload_id == "6e75"
 
 
-@pytest.mark.parametrize("argv", [["--batch-sizes", "1,x"], ["--batch-sizes", "0"], ["--batch-sizes", "1,,4"], ["-n", "0"],
-                                  ["-n", "abc"], ["--iterations", "-1"], ["--definition", "nope"]])
+@pytest.mark.parametrize("argv", [["--batch-sizes", "1,x"], ["--batch-sizes", "0"], ["--batch-sizes", "1,,4"],
+                                  ["-n", "0"], ["-n", "abc"], ["--iterations", "-1"], ["--definition", "nope"]])
 def test_bad_numbers_exit_2(argv, capsys):
     with pytest.raises(SystemExit) as e:
         cli.build_parser().parse_args(argv)
@@ -131,9 +131,12 @@ def test_cupti_grouping_rejects_a_call_without_kernels():
 
 def test_contest_score_is_the_mean_of_per_workload_ratios():
     b1, b64 = {"batch_size": 1}, {"batch_size": 64}
-    rows = [Row("fi-baseline", "w1", b1, "PASSED", kernel_us=3.0), Row("fla-recurrent", "w1", b1, "PASSED", kernel_us=2.0),
-            Row("fi-baseline", "w2", b64, "PASSED", kernel_us=20.0), Row("fla-recurrent", "w2", b64, "PASSED", kernel_us=20.0),
-            Row("fi-baseline", "w3", b64, "PASSED", kernel_us=20.0), Row("fla-recurrent", "w3", b64, "INCORRECT_NUMERICAL")]
+    rows = [Row("fi-baseline", "w1", b1, "PASSED", kernel_us=3.0),
+            Row("fla-recurrent", "w1", b1, "PASSED", kernel_us=2.0),
+            Row("fi-baseline", "w2", b64, "PASSED", kernel_us=20.0),
+            Row("fla-recurrent", "w2", b64, "PASSED", kernel_us=20.0),
+            Row("fi-baseline", "w3", b64, "PASSED", kernel_us=20.0),
+            Row("fla-recurrent", "w3", b64, "INCORRECT_NUMERICAL")]
     meta = {"submission": "fla-recurrent"}
     assert contest_score(Results(meta=meta, rows=rows)) == pytest.approx((1.5 + 1.0) / 2)
     assert contest_score(Results(meta=meta, rows=rows[1:2])) is None

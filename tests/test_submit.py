@@ -108,18 +108,19 @@ def test_prefill_tag_names_prefill_without_touching_the_checkout(repo, tmp_path,
     evaluated = _evaluator_solution(repo, "sub-prefill", tmp_path)
     assert evaluated.hash() == packed.hash()
     assert evaluated.definition == PREFILL and evaluated.spec.entry_point == "prefill.py::kernel"
-    assert evaluated.spec.destination_passing_style and {s.path for s in evaluated.sources} == {"kernel.py", "prefill.py"}
+    assert evaluated.spec.destination_passing_style
+    assert {s.path for s in evaluated.sources} == {"kernel.py", "prefill.py"}
 
 
-@pytest.mark.parametrize("change, message", [
-    (lambda repo: (repo / "solution" / "triton" / "kernel.py").write_text("# edited\n"), "uncommitted changes in solution/triton/kernel.py"),
-    (lambda repo: (repo / "solution" / "triton" / "extra.py").write_text("x = 1\n"), "uncommitted changes in solution/triton/extra.py"),
-    (lambda repo: (repo / "config.toml").write_text("[solution]\n"), "uncommitted changes in config.toml"),
+@pytest.mark.parametrize("path, text", [
+    ("solution/triton/kernel.py", "# edited\n"),   # a change to a tracked file
+    ("solution/triton/extra.py", "x = 1\n"),       # an untracked file the evaluator would pack
+    ("config.toml", "[solution]\n"),
 ])
-def test_refuses_uncommitted_changes(repo, change, message, capsys):
-    change(repo)
+def test_refuses_uncommitted_changes(repo, path, text, capsys):
+    (repo / path).write_text(text)
     code, _, err = _submit(repo, "--tag", "t", capsys=capsys)
-    assert code == 2 and err.startswith(f"submit: error: {message}") and err.count("\n") == 1
+    assert code == 2 and err.startswith(f"submit: error: uncommitted changes in {path}") and err.count("\n") == 1
     assert git(repo, "tag") == ""
 
 
