@@ -10,7 +10,8 @@ import secrets
 DEVICE = os.environ.get("GDN_TEST_DEVICE", "cpu")
 if DEVICE == "cpu":
     os.environ["TRITON_INTERPRET"] = "1"  # must precede the first import of triton
-SEED = int(os.environ.get("GDN_TEST_SEED", secrets.randbits(31)))
+# Set in the environment so that pytest-xdist workers (started later) share it.
+SEED = int(os.environ.setdefault("GDN_TEST_SEED", str(secrets.randbits(31))))
 
 import pytest  # noqa: E402
 

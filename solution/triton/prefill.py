@@ -1,0 +1,486 @@
+"""Gated Delta Net prefill, chunked Triton kernels (K-last state, variable-length sequences).
+
+Definition ``gdn_prefill_qk4_v8_d128_k_last`` (Qwen3-Next linear attention, TP=4). Tokens
+t of sequence n are ``cu_seqlens[n] <= t < cu_seqlens[n+1]``. For every sequence and value
+head h (query/key head h // 2), with D = 128 and the state S[v, k] ("K-last"):
+
+    g_t    = -exp(A_log[h]) * softplus(a[t,h] + dt_bias[h])      log of the decay gate
+    beta_t = sigmoid(b[t,h])
+    S      = exp(g_t) * S
+    S      = S + outer(beta_t * (v_t - S @ k_t), k_t)
+    out_t  = scale * (S @ q_t)                                   (scale 0/None: 1/sqrt(D))
+
+starting from state[n] (zero when state is None); new_state[n] is the final S, and zero
+for an empty sequence.
+
+Chunked form. Write H = S^T ([K, V]). Tokens are cut into blocks of C tokens at fixed
+positions (block j holds tokens jC .. jC+C-1); the part of one sequence inside one block
+is a *segment*, and segments are independent. Inside a segment, with G_i the cumulative
+log-decay from the segment's first token to token i (inclusive) and H0 the state before it:
+
+    A[i,j]  = beta_i exp(G_i - G_j) (k_i . k_j)          j < i   (strictly lower)
+    T       = (I + A)^-1
+    W       = T (beta exp(G) * K),    U = T (beta * V)  rows i; K, V have rows k_i, v_i
+    Delta   = U - W H0                                    rows: the per-token corrections
+    O       = scale (exp(G) * Q) H0 + M Delta,   M[i,j] = scale exp(G_i - G_j) (q_i . k_j), j <= i
+    H_last  = exp(G_L) H0 + (exp(G_L - G) * K)^T Delta    L: the segment's last token
+
+This is exact algebra (Delta_i = beta_i (v_i - H_{i-1}^T exp(g_i) k_i), unrolled). With
+Q~ = scale exp(G) * Q and K~ = exp(G_L - G) * K, the sequential part is three matrix
+products per segment: Delta = U - W H0, O = Q~ H0 + M Delta, H_L = exp(G_L) H0 + K~^T Delta.
+All log-decays are differences G_i - G_j <= 0 taken before exp, so long or strong decays
+underflow to 0, never to NaN.
+
+Kernels (C = 32):
+1. `_chunk_prep_kernel`, one program per (block, value head), all in parallel: gates,
+   G (segmented scans), A, T, and the operands W, U, Q~, K~^T, M of the state pass, written
+   as contiguous float32 tiles of a block-major scratch buffer.
+2. `_state_pass_kernel`, one program per (sequence, value head, BV columns of V): walks
+   its sequence's segments in order; the state stays in float32 registers, products in tf32.
+   It also computes the output, or, for long sequences where that lengthens the sequential
+   walk, stores each segment's H0 (slot block + sequence: unique, since a later sequence
+   never starts in an earlier block) and Delta for
+3. `_output_kernel`, one program per (block, value head, V columns), in parallel.
+
+T = (I + A)^-1 without an unstable series: the 16x16 diagonal blocks A_d of A are nilpotent,
+so T_d = (I + A_d)^-1 = (I - A_d)(I + A_d^2)(I + A_d^4)(I + A_d^8), in exact float32; then
+with N = T_d A_off (A_off the strictly block-lower part, N^(C/16) = 0),
+(I + A)^-1 X = (I + N)^-1 T_d X, applied by Horner.
+
+No host synchronization inside a call: sequence bounds are read on the device, grids come
+from shapes, and lengths are runtime arguments (no recompilation per T or N).
+Deterministic: no atomics, a fixed order for every sum. Only torch, triton and the
+standard library are imported: the evaluator has nothing else.
+"""
+
+import math
+import numbers
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+NUM_Q_HEADS = 4
+NUM_V_HEADS = 8
+HEAD_SIZE = 128
+SUB = 16  # rows per diagonal block of the triangular solve
+
+
+@triton.jit
+def _softplus(x):
+    """softplus(x) = max(x, 0) + log1p(exp(-|x|)), exact for large |x| (no overflow)."""
+    y = tl.exp(-tl.abs(x))
+    u = 1.0 + y
+    # log1p(y) = log(u) corrected for the rounding of u = 1 + y (exact when u rounds to 1).
+    return tl.maximum(x, 0.0) + (tl.log(u) - ((u - 1.0) - y))
+
+
+@triton.jit
+def _scale(scale, scale_ptr, SCALE_FROM_PTR: tl.constexpr, D: tl.constexpr):
+    """The output scale: `scale`, or the value at scale_ptr; 0 means 1/sqrt(D)."""
+    if SCALE_FROM_PTR:
+        s = tl.load(scale_ptr).to(tl.float32)
+        return tl.where(s == 0.0, 1.0 / tl.sqrt(float(D)), s)
+    else:
+        return scale
+
+
+@triton.jit
+def _segment_sum(a_value, a_seg, b_value, b_seg):
+    """Combine for a segmented sum scan: values add up while the segment stays the same
+    (segments are runs of equal ids, so this is associative)."""
+    return b_value + tl.where(a_seg == b_seg, a_value, 0.0), b_seg
+
+
+@triton.jit
+def _segment_of(cu_ptr, N, rows, BN: tl.constexpr):
+    """For each token index in `rows`: the number of sequence ends cu_seqlens[1..N] at or
+    before it, i.e. the index of its sequence. Equal values mean the same sequence. The first
+    BN ends are loaded before any loop, so that their load overlaps the caller's."""
+    offs = 1 + tl.arange(0, BN)
+    ends = tl.load(cu_ptr + offs, mask=offs <= N, other=2**62)
+    seg = tl.sum((ends[None, :] <= rows[:, None]).to(tl.int32), axis=1)
+    for start in range(BN, N, BN):
+        ends = tl.load(cu_ptr + start + offs, mask=start + offs <= N, other=2**62)
+        seg += tl.sum((ends[None, :] <= rows[:, None]).to(tl.int32), axis=1)
+    return seg
+
+
+@triton.jit(do_not_specialize=["T", "N"])
+def _chunk_prep_kernel(
+    q_ptr, k_ptr, v_ptr, A_log_ptr, a_ptr, dt_bias_ptr, b_ptr, cu_ptr,
+    w_ptr, kt_ptr, qt_ptr, u_ptr, m_ptr, ge_ptr, scale, scale_ptr, T, N,
+    SINGLE: tl.constexpr, SCALE_FROM_PTR: tl.constexpr, WIDEN_BF16: tl.constexpr, HQ: tl.constexpr,
+    HV: tl.constexpr, D: tl.constexpr, C: tl.constexpr, BT: tl.constexpr, BN: tl.constexpr,
+):
+    """One block of C tokens for one value head. Writes, as contiguous tiles of block-major
+    scratch, the state pass's matrix operands: W, U, Q~ = scale exp(G) * Q [C, D], K~^T =
+    (exp(G_end - G) * K)^T [D, C] and M [C, C], plus G_end (G at the last token of each
+    token's segment). Rows past T come out zero. SINGLE: one sequence (no search).
+    WIDEN_BF16: take the bf16 products in float32 (Triton's interpreter computes bf16 tl.dot
+    wrongly); the products are exact either way."""
+    block = tl.program_id(0)
+    head = tl.program_id(1)
+    qk_head = head // (HV // HQ)
+    NB: tl.constexpr = C // BT
+    tl.static_assert(BT == 16)
+
+    # Every global load first: with a cold L2 each costs about a microsecond, so they must
+    # be in flight together rather than one after another.
+    i = tl.arange(0, C)
+    offs_d = tl.arange(0, D)
+    rows = block.to(tl.int64) * C + i
+    valid = rows < T
+    qk_offs = (rows[:, None] * HQ + qk_head) * D + offs_d[None, :]
+    k = tl.load(k_ptr + qk_offs, mask=valid[:, None], other=0.0)
+    q = tl.load(q_ptr + qk_offs, mask=valid[:, None], other=0.0)
+    v = tl.load(v_ptr + (rows[:, None] * HV + head) * D + offs_d[None, :], mask=valid[:, None], other=0.0)
+    a = tl.load(a_ptr + rows * HV + head, mask=valid, other=0.0)
+    b = tl.load(b_ptr + rows * HV + head, mask=valid, other=0.0)
+    A_log = tl.load(A_log_ptr + head)
+    dt_bias = tl.load(dt_bias_ptr + head)
+    scale = _scale(scale, scale_ptr, SCALE_FROM_PTR, D)
+    if SINGLE:
+        seg = tl.zeros([C], dtype=tl.int32)
+    else:
+        seg = _segment_of(cu_ptr, N, rows, BN)
+    if WIDEN_BF16:
+        k = k.to(tl.float32)
+        q = q.to(tl.float32)
+
+    g = tl.where(valid, -tl.exp(A_log) * _softplus(a.to(tl.float32) + dt_bias), 0.0)
+    beta = 1.0 / (1.0 + tl.exp(-b.to(tl.float32)))
+    # G_i sums g over token i's segment up to i, G_end over all of it (segmented scans);
+    # decay holds exp(G_i - G_j) for the pairs (i, j) of one segment with j <= i. The sums
+    # run in float64: G grows to C times the largest |g|, and a float32 G would put an error
+    # of |G| * 2^-24 into every exponent, where only |G_i - G_j| * 2^-24 is due.
+    g64 = g.to(tl.float64)
+    G64, _ = tl.associative_scan((g64, seg), 0, _segment_sum)
+    after, _ = tl.associative_scan((g64, seg), 0, _segment_sum, reverse=True)
+    G_end64 = G64 + after - g64
+    causal = (seg[:, None] == seg[None, :]) & (i[None, :] <= i[:, None])
+    decay = tl.exp(tl.where(causal, (G64[:, None] - G64[None, :]).to(tl.float32), float("-inf")))
+    G = G64.to(tl.float32)
+    G_end = G_end64.to(tl.float32)
+    to_end = (G_end64 - G64).to(tl.float32)
+    block_hv = block.to(tl.int64) * HV + head
+    tile = block_hv * (C * D)
+    row_major = i[:, None] * D + offs_d[None, :]
+
+    # M and Q~ first, so q is dead before the solve.
+    tl.store(m_ptr + block_hv * (C * C) + i[:, None] * C + i[None, :], (scale * decay) * tl.dot(q, tl.trans(k)))
+    tl.store(qt_ptr + tile + row_major, q.to(tl.float32) * (scale * tl.exp(G))[:, None])
+    A = tl.where(i[None, :] < i[:, None], beta[:, None] * decay * tl.dot(k, tl.trans(k)), 0.0)
+
+    # T_d = (I + A_d)^-1 for the BT x BT diagonal blocks A_d of A:
+    # (I - A_d)(I + A_d^2)(I + A_d^4)(I + A_d^8), as A_d^16 = 0 (products keep the blocks).
+    diag = (i[:, None] // BT) == (i[None, :] // BT)
+    power = tl.where(diag, A, 0.0)
+    T_d = tl.where(i[:, None] == i[None, :], 1.0, 0.0) - power
+    for _ in tl.static_range(3):
+        power = tl.dot(power, power, input_precision="ieee")
+        T_d += tl.dot(T_d, power, input_precision="ieee")
+    # (I + A)^-1 X = (I + N)^-1 T_d X with N = T_d A_off nilpotent (N^NB = 0), by Horner.
+    N_off = tl.dot(T_d, tl.where((i[:, None] // BT) > (i[None, :] // BT), A, 0.0), input_precision="ieee")
+
+    k = k.to(tl.float32)
+    y = tl.dot(T_d, (beta * tl.exp(G))[:, None] * k, input_precision="tf32")
+    w = y
+    for _ in tl.static_range(NB - 1):
+        w = y - tl.dot(N_off, w, input_precision="tf32")
+    tl.store(w_ptr + tile + row_major, w)
+    tl.store(kt_ptr + tile + offs_d[:, None] * C + i[None, :], tl.trans(k * tl.exp(to_end)[:, None]))
+    y = tl.dot(T_d, beta[:, None] * v.to(tl.float32), input_precision="tf32")
+    u = y
+    for _ in tl.static_range(NB - 1):
+        u = y - tl.dot(N_off, u, input_precision="tf32")
+    tl.store(u_ptr + tile + row_major, u)
+    tl.store(ge_ptr + block_hv * C + i, G_end)
+
+
+@triton.jit
+def _state_pass_kernel(
+    state_ptr, cu_ptr, w_ptr, kt_ptr, qt_ptr, u_ptr, m_ptr, ge_ptr, out_ptr, new_state_ptr, hs_ptr, delta_ptr, T,
+    SINGLE: tl.constexpr, HAS_STATE: tl.constexpr, OUTPUT: tl.constexpr, HV: tl.constexpr, D: tl.constexpr,
+    C: tl.constexpr, BV: tl.constexpr, STAGES: tl.constexpr,
+):
+    """One (sequence, value head, BV columns of V): the sequence's segments in order, with
+    H = S^T [D, BV]:  Delta = U - W H;  O = Q~ H + M Delta;  H = exp(G_end) H + K~^T Delta.
+    OUTPUT: computes O here; else stores H (per segment: slot = block + sequence) and Delta
+    for `_output_kernel`. SINGLE: one sequence, tokens 0..T-1 (cu_seqlens not read)."""
+    pid = tl.program_id(0)
+    NV: tl.constexpr = D // BV
+    v_tile = pid % NV
+    head = (pid // NV) % HV
+    seq = pid // (NV * HV)
+    i = tl.arange(0, C)
+    offs_d = tl.arange(0, D)
+    offs_v = v_tile * BV + tl.arange(0, BV)
+    s_offs = ((seq * HV + head) * D + offs_v[None, :]).to(tl.int64) * D + offs_d[:, None]
+    if HAS_STATE:
+        h = tl.load(state_ptr + s_offs)
+    else:
+        h = tl.zeros([D, BV], dtype=tl.float32)
+    if SINGLE:
+        bos = 0
+        eos = T
+    else:
+        bos = tl.load(cu_ptr + seq)
+        eos = tl.load(cu_ptr + seq + 1)
+    h = tl.where(eos > bos, h, 0.0)  # an empty sequence ends at zero
+
+    first = bos // C
+    num_blocks = tl.where(eos > bos, (eos - 1) // C - first + 1, 0)
+    for blk in tl.range(0, num_blocks, num_stages=STAGES):
+        start = (first + blk) * C
+        rows = start + i
+        mine = (rows >= bos) & (rows < eos)
+        block_hv = (first + blk) * HV + head
+        tile = block_hv * (C * D)
+        w = tl.load(w_ptr + tile + i[:, None] * D + offs_d[None, :])
+        kt = tl.load(kt_ptr + tile + offs_d[:, None] * C + i[None, :])
+        u = tl.load(u_ptr + tile + i[:, None] * D + offs_v[None, :])
+        g_end = tl.load(ge_ptr + block_hv * C + (tl.maximum(bos, start) - start))
+        delta = tl.where(mine[:, None], u - tl.dot(w, h, input_precision="tf32"), 0.0)
+        if OUTPUT:
+            qt = tl.load(qt_ptr + tile + i[:, None] * D + offs_d[None, :])
+            m = tl.load(m_ptr + block_hv * (C * C) + i[:, None] * C + i[None, :])
+            o = tl.dot(qt, h, input_precision="tf32")
+            o = tl.dot(m, delta, o, input_precision="tf32")
+            tl.store(out_ptr + (rows[:, None] * HV + head) * D + offs_v[None, :], o.to(out_ptr.dtype.element_ty),
+                     mask=mine[:, None])
+        else:
+            slot = ((first + blk + seq) * HV + head).to(tl.int64) * (D * D)
+            tl.store(hs_ptr + slot + offs_v[None, :] * D + offs_d[:, None], h)
+            tl.store(delta_ptr + tile + i[:, None] * D + offs_v[None, :], delta, mask=mine[:, None])
+        h = h * tl.exp(g_end) + tl.dot(kt, delta, input_precision="tf32")
+    tl.store(new_state_ptr + s_offs, h)
+
+
+@triton.jit(do_not_specialize=["T", "N"])
+def _output_kernel(
+    cu_ptr, qt_ptr, m_ptr, hs_ptr, delta_ptr, out_ptr, T, N,
+    SINGLE: tl.constexpr, HV: tl.constexpr, D: tl.constexpr, C: tl.constexpr, BV: tl.constexpr,
+    BN: tl.constexpr,
+):
+    """One (block, value head, BV columns of V): O = Q~ H_seg + M Delta for every segment of
+    the block, H_seg being the state its sequence entered the block with (slot block + seq)."""
+    block = tl.program_id(0)
+    head = tl.program_id(1)
+    v_tile = tl.program_id(2)
+    i = tl.arange(0, C)
+    offs_d = tl.arange(0, D)
+    offs_v = v_tile * BV + tl.arange(0, BV)
+    rows = block.to(tl.int64) * C + i
+    valid = rows < T
+    block_hv = block.to(tl.int64) * HV + head
+    tile = block_hv * (C * D)
+    qt = tl.load(qt_ptr + tile + i[:, None] * D + offs_d[None, :])
+    m = tl.load(m_ptr + block_hv * (C * C) + i[:, None] * C + i[None, :])
+    delta = tl.load(delta_ptr + tile + i[:, None] * D + offs_v[None, :], mask=valid[:, None], other=0.0)
+    o = tl.dot(m, delta, input_precision="tf32")
+    if SINGLE:
+        hs = tl.load(hs_ptr + ((block * HV + head).to(tl.int64) * D + offs_v[None, :]) * D + offs_d[:, None])
+        o = tl.dot(qt, hs, o, input_precision="tf32")
+    else:
+        seg = _segment_of(cu_ptr, N, rows, BN)
+        lo = tl.min(tl.where(valid, seg, N), axis=0)
+        hi = tl.max(tl.where(valid, seg, -1), axis=0)
+        for n in range(lo, hi + 1):
+            rows_n = valid & (seg == n)
+            if tl.sum(rows_n.to(tl.int32), axis=0) > 0:  # empty sequences have no slot written
+                slot = ((block + n) * HV + head).to(tl.int64) * (D * D)
+                hs = tl.load(hs_ptr + slot + offs_v[None, :] * D + offs_d[:, None])
+                o = tl.dot(tl.where(rows_n[:, None], qt, 0.0), hs, o, input_precision="tf32")
+    tl.store(out_ptr + (rows[:, None] * HV + head) * D + offs_v[None, :], o.to(out_ptr.dtype.element_ty),
+             mask=valid[:, None])
+
+
+# --- Host side: checks, scale, scratch, launches ---------------------------------------------
+# The evaluator times a call from its first GPU activity to its last, so host work before
+# the first launch is free while the host gap between the two launches counts. Everything is
+# checked and prepared before kernel 1; kernel 2 then goes out through the compiled kernel's
+# launcher (see _Launcher), which takes a few microseconds instead of Triton's full path.
+
+_ARG_NAMES = ("q", "k", "v", "state", "A_log", "a", "dt_bias", "b", "cu_seqlens", "output", "new_state")
+_STATE = _ARG_NAMES.index("state")
+_SEQ_BLOCK = 64  # sequence ends compared per step when locating a token's sequence
+CHUNK = 32  # tokens per block (C)
+_PREP_WARPS = 4
+_OUTPUT_WARPS = 4
+# State pass by number of sequences N: (largest N it applies to, BV columns of V per program,
+# warps, software-pipelining stages, smallest T from which the output gets a kernel of its
+# own, that kernel's BV). Chosen from GPU measurements (docs/perf.md).
+LAUNCH_TABLE = (
+    (1, 16, 4, 3, 4096, 64),
+    (4, 16, 4, 3, 1 << 62, 64),
+    (1 << 62, 32, 4, 2, 1 << 62, 64),
+)
+
+
+def _launch_config(total, num_seqs, device):
+    """(BV, warps, stages, output BV or 0) for T tokens in N sequences on `device`. Triton 3.6
+    on sm_100 computes tl.dot recurrences nondeterministically with 4 or more warps (triton
+    issue #9871), so there the state pass runs with 2."""
+    for max_seqs, block_v, warps, stages, split_from, out_block_v in LAUNCH_TABLE:
+        if num_seqs <= max_seqs:
+            break
+    if device.type == "cuda" and torch.cuda.get_device_capability(device)[0] >= 10:
+        warps = min(warps, 2)
+    return block_v, warps, stages, out_block_v if total >= split_from else 0
+
+
+def _expected(total, num_seqs):
+    """(shape, dtype) of each argument in _ARG_NAMES order for T tokens and N sequences."""
+    bf16, f32 = torch.bfloat16, torch.float32
+    qk, per_v = (total, NUM_Q_HEADS, HEAD_SIZE), (total, NUM_V_HEADS, HEAD_SIZE)
+    state = (num_seqs, NUM_V_HEADS, HEAD_SIZE, HEAD_SIZE)
+    gates, params = (total, NUM_V_HEADS), (NUM_V_HEADS,)
+    return ((qk, bf16), (qk, bf16), (per_v, bf16), (state, f32), (params, f32), (gates, bf16), (params, f32),
+            (gates, bf16), ((num_seqs + 1,), torch.int64), (per_v, bf16), (state, f32))
+
+
+def _check(tensors):
+    """(T, N, device) from q and cu_seqlens; ValueError naming the first bad argument."""
+    q, cu_seqlens = tensors[0], tensors[_ARG_NAMES.index("cu_seqlens")]
+    if not isinstance(q, torch.Tensor) or q.dim() != 3:
+        got = f"shape {list(q.shape)}" if isinstance(q, torch.Tensor) else type(q).__name__
+        raise ValueError(f"q: expected a [T, {NUM_Q_HEADS}, {HEAD_SIZE}] tensor, got {got}")
+    if not isinstance(cu_seqlens, torch.Tensor) or cu_seqlens.dim() != 1 or cu_seqlens.numel() == 0:
+        got = f"shape {list(cu_seqlens.shape)}" if isinstance(cu_seqlens, torch.Tensor) else type(cu_seqlens).__name__
+        raise ValueError(f"cu_seqlens: expected a 1-D tensor [N + 1], got {got}")
+    total, num_seqs, device = q.shape[0], cu_seqlens.shape[0] - 1, q.device
+    for name, t, (shape, dtype) in zip(_ARG_NAMES, tensors, _expected(total, num_seqs)):
+        if t is None and name == "state":
+            continue
+        if not isinstance(t, torch.Tensor):
+            raise ValueError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
+        if t.shape != shape:
+            raise ValueError(f"{name}: expected shape {list(shape)}, got {list(t.shape)}")
+        if t.dtype != dtype:
+            raise ValueError(f"{name}: expected dtype {dtype}, got {t.dtype}")
+        if t.device != device:
+            raise ValueError(f"{name}: expected device {device} (that of q), got {t.device}")
+        if not t.is_contiguous():
+            raise ValueError(f"{name}: expected a contiguous tensor")
+    return total, num_seqs, device
+
+
+def _resolve_scale(scale, device):
+    """(value, tensor): a Python float (0 or None -> 1/sqrt(D)) and None, or, for a
+    one-element tensor on the kernels' device, (0.0, that tensor), read in-kernel so that the
+    call never waits on the device. A tensor elsewhere (the CPU) is read here."""
+    if isinstance(scale, torch.Tensor):
+        if scale.numel() != 1 or not scale.is_floating_point():
+            raise ValueError(f"scale: expected a one-element float tensor, got {scale.dtype} of shape {list(scale.shape)}")
+        if scale.device == device and device.type != "cpu":
+            return 0.0, scale
+        scale = scale.item()
+    if scale is None:
+        scale = 0.0
+    if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
+        raise ValueError(f"scale: expected a finite real number, 0 or None, got {scale!r}")
+    value = float(scale)
+    if not math.isfinite(value):
+        raise ValueError(f"scale: expected a finite real number, 0 or None, got {scale!r}")
+    return (value if value != 0.0 else 1.0 / math.sqrt(HEAD_SIZE)), None
+
+
+_INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") == "1"
+_RUNTIME_KNOBS = getattr(getattr(triton, "knobs", None), "runtime", None)
+
+
+def _hooks_installed():
+    """Whether a launch hook is set (profilers need Triton's full launch path)."""
+    if _RUNTIME_KNOBS is None:
+        return True
+    enter, leave = _RUNTIME_KNOBS.launch_enter_hook, _RUNTIME_KNOBS.launch_exit_hook
+    return bool(getattr(enter, "calls", enter) or getattr(leave, "calls", leave))
+
+
+class _Launcher:
+    """Launches one @triton.jit kernel whose constexpr parameters come last.
+
+    The first launch of a configuration goes through Triton (which compiles it); later ones
+    call the compiled kernel's launcher directly with raw pointers, skipping Triton's
+    per-call argument binding. That is valid while the arguments specialize as on the first
+    launch: the integer arguments are marked do_not_specialize, every pointer is 16-byte
+    aligned, and no launch hook is installed. A probe with an empty grid checks once that
+    the launcher takes these arguments (Triton versions differ); if not, Triton's path stays.
+    """
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.compiled = {}  # (device index, constexprs, warps) -> (CompiledKernel, stream getter) or False
+
+    def __call__(self, grid, args, constexprs, num_warps, device):
+        raw = [a.data_ptr() if isinstance(a, torch.Tensor) else a for a in args]
+        aligned = all(a % 16 == 0 for a, t in zip(raw, args) if isinstance(t, torch.Tensor))
+        key = (device.index, tuple(constexprs.items()), num_warps)
+        entry = self.compiled.get(key)
+        if entry and aligned and not _hooks_installed():
+            compiled, stream_of = entry
+            compiled.run(*grid, stream_of(device.index), compiled.function, compiled.packed_metadata,
+                         None, None, None, *raw, *constexprs.values())
+            return
+        compiled = self.fn[grid](*args, **constexprs, num_warps=num_warps)
+        if entry is None and aligned and not _INTERPRETED:
+            self.compiled[key] = self._probe(compiled, device.index, raw, constexprs)
+
+    @staticmethod
+    def _probe(compiled, device_index, raw, constexprs):
+        stream_of = triton.runtime.driver.active.get_current_stream
+        try:
+            compiled.run(0, 0, 0, stream_of(device_index), compiled.function, compiled.packed_metadata,
+                         None, None, None, *raw, *constexprs.values())
+        except (TypeError, AttributeError, SystemError):
+            return False
+        return compiled, stream_of
+
+
+_launch_prep = _Launcher(_chunk_prep_kernel)
+_launch_state_pass = _Launcher(_state_pass_kernel)
+_launch_output = _Launcher(_output_kernel)
+
+
+def kernel(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_state):
+    """DPS entry point: writes `output` [T,8,128] bf16 and `new_state` [N,8,128,128] f32.
+
+    At most three kernel launches, no host synchronization. cu_seqlens must be nondecreasing
+    from 0 to T (its values are read on the device only, so they are not checked here).
+    Raises ValueError naming the first bad argument.
+    """
+    tensors = (q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, output, new_state)
+    total, num_seqs, device = _check(tensors)
+    scale_value, scale_tensor = _resolve_scale(scale, device)
+    if num_seqs == 0:
+        return
+    block_v, warps, stages, out_block_v = _launch_config(total, num_seqs, device)
+    hv, d, chunk = NUM_V_HEADS, HEAD_SIZE, CHUNK
+    blocks = triton.cdiv(total, chunk)
+    # Block-major scratch: W, K~^T, Q~, U (and Delta) [blocks, HV, C*D]; M [blocks, HV, C*C];
+    # G_end [blocks, HV, C]; with a separate output kernel, H [blocks + N, HV, D*D].
+    tile = blocks * hv * chunk * d
+    sizes = [tile] * 4 + [blocks * hv * chunk * chunk, blocks * hv * chunk]
+    if out_block_v:
+        sizes += [tile, (blocks + num_seqs) * hv * d * d]
+    scratch = torch.split(torch.empty(sum(sizes), dtype=torch.float32, device=device), sizes)
+    w, kt, qt, u, m, g_end = scratch[:6]
+    delta, h_start = scratch[6:] if out_block_v else (w, w)  # unused without the output kernel
+    single = num_seqs == 1
+    scale_ptr = A_log if scale_tensor is None else scale_tensor  # unused unless read in-kernel
+    prep_args = (q, k, v, A_log, a, dt_bias, b, cu_seqlens, w, kt, qt, u, m, g_end, scale_value, scale_ptr,
+                 total, num_seqs)
+    prep_constexprs = dict(SINGLE=single, SCALE_FROM_PTR=scale_tensor is not None, HQ=NUM_Q_HEADS, HV=hv, D=d,
+                           C=chunk, BT=SUB, BN=_SEQ_BLOCK, WIDEN_BF16=_INTERPRETED)
+    pass_args = (state if state is not None else new_state, cu_seqlens, w, kt, qt, u, m, g_end, output, new_state,
+                 h_start, delta, total)
+    pass_constexprs = dict(SINGLE=single, HAS_STATE=state is not None, OUTPUT=not out_block_v, HV=hv, D=d, C=chunk,
+                           BV=block_v, STAGES=stages)
+    if total > 0:
+        _launch_prep((blocks, hv, 1), prep_args, prep_constexprs, _PREP_WARPS, device)
+    _launch_state_pass((num_seqs * hv * (d // block_v), 1, 1), pass_args, pass_constexprs, warps, device)
+    if out_block_v and total > 0:
+        _launch_output((blocks, hv, d // out_block_v), (cu_seqlens, qt, m, h_start, delta, output, total, num_seqs),
+                       dict(SINGLE=single, HV=hv, D=d, C=chunk, BV=out_block_v, BN=_SEQ_BLOCK), _OUTPUT_WARPS, device)

@@ -1,0 +1,233 @@
+"""solution/triton/prefill.py against the float64 reference, on fresh random inputs.
+
+Every call checks several sequences at once (one launch covers them all), so the suite stays
+cheap in Triton's interpreter while each sequence is its own case: its length (0 to a few
+hundred, across the 32-token blocks), its gate regime, its state (given or None) and the
+call's scale kind vary. Outputs are poisoned with NaN first; every element must be written,
+empty sequences must end with a zero state, and the input state must be left unchanged.
+"""
+
+import math
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import DEVICE, SEED
+from gdn_bench.algos import load_module
+from gdn_bench.checking import worst_margin
+from gdn_bench.definitions.prefill import PREFILL
+from gdn_bench.prefill_mix import cu_seqlens_of
+from gdn_bench.reference_prefill import gdn_prefill
+from helpers import BF16_REL
+
+sub = load_module(PREFILL.submission_entry(), "gdn_prefill_submission")
+HQ, HV, D = 4, 8, 128
+REGIMES = ("typical", "softplus_large", "softplus_negative", "beta_saturated", "repeated_keys")
+SCALES = ("none", "zero", "float", "tensor", "numpy")
+# new_state, normwise relative error per sequence: float32 arithmetic in the interpreter;
+# on a GPU the state pass multiplies in tf32 (10-bit mantissa).
+STATE_TOL = 1e-5 if DEVICE == "cpu" else 3e-3
+# The contest's check passes at worst margin 1 (|err| <= max(atol, rtol |ref|), 1e-2 each);
+# a GPU run must stay within half of it against float64.
+GPU_MARGIN = 0.5
+
+
+def _random_calls(rng: random.Random, sequences: int) -> list[list[int]]:
+    """Calls of 2..12 sequences, lengths 0..90 (about one in six empty), until they hold at
+    least `sequences` sequences in all."""
+    calls = []
+    while sum(map(len, calls)) < sequences:
+        calls.append([0 if rng.random() < 0.15 else rng.randint(1, 90) for _ in range(rng.randint(2, 12))])
+    return calls
+
+
+# (lengths, state given): fixed edges first, then random calls drawn from the run's seed.
+CALLS = [([1], True), ([32], True), ([33], False), ([64], True), ([200], True), ([0], True), ([0, 0, 5], False),
+         ([31, 1, 0, 40], True), ([97, 2, 0, 0, 65], True)]
+CALLS += [(lengths, i % 3 != 2) for i, lengths in enumerate(_random_calls(random.Random(SEED), 100 - sum(len(c) for c, _ in CALLS)))]
+
+
+def draw_inputs(lengths, gen: torch.Generator, device: str, with_state: bool = True, first_regime: int = 0) -> dict:
+    """Fresh inputs: unit-norm keys (as the model gives them), q, v and state N(0, 1), A_log in
+    -6..3. Sequence n uses gate regime REGIMES[(first_regime + n) % 5] for all its tokens:
+    typical (N(0, 1) gates), softplus_large (a + dt_bias in 20..60, strong decay),
+    softplus_negative (in -60..-20, no decay), beta_saturated (|b| in 20..60),
+    repeated_keys (its tokens share two keys, the worst case for the triangular solve)."""
+    total, count = sum(lengths), len(lengths)
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=gen)
+
+    def uniform(lo, hi, *shape):
+        return lo + (hi - lo) * torch.rand(*shape, generator=gen)
+
+    k = randn(total, HQ, D)
+    A_log = uniform(-6.0, 3.0, HV)
+    A_log[0], A_log[-1] = -6.0, 3.0
+    dt_bias = randn(HV)
+    a, b = randn(total, HV), randn(total, HV)
+    start = 0
+    for n, length in enumerate(lengths):
+        rows = slice(start, start + length)
+        regime = REGIMES[(first_regime + n) % len(REGIMES)]
+        if regime == "softplus_large":
+            a[rows] = uniform(20.0, 60.0, length, HV) - dt_bias
+        elif regime == "softplus_negative":
+            a[rows] = uniform(-60.0, -20.0, length, HV) - dt_bias
+        elif regime == "beta_saturated":
+            b[rows] = uniform(20.0, 60.0, length, HV) * torch.where(torch.rand(length, HV, generator=gen) < 0.5, -1, 1)
+        elif regime == "repeated_keys" and length:
+            k[rows] = randn(2, HQ, D)[torch.randint(0, 2, (length,), generator=gen)]
+        start += length
+    inputs = dict(
+        q=randn(total, HQ, D).bfloat16(), k=(k / k.norm(dim=-1, keepdim=True)).bfloat16(),
+        v=randn(total, HV, D).bfloat16(), state=randn(count, HV, D, D) if with_state else None,
+        A_log=A_log, a=a.bfloat16(), dt_bias=dt_bias, b=b.bfloat16(), cu_seqlens=cu_seqlens_of(lengths),
+    )
+    return {name: (t.to(device) if t is not None else None) for name, t in inputs.items()}
+
+
+def make_scale(kind: str, seed: int, device: str):
+    value = 0.05 + 0.2 * random.Random(seed).random()
+    return {"none": None, "zero": 0.0, "float": value, "tensor": torch.tensor(value, device=device),
+            "numpy": np.float32(value)}[kind]
+
+
+def poisoned_outputs(total: int, count: int, device: str):
+    return (torch.full((total, HV, D), float("nan"), dtype=torch.bfloat16, device=device),
+            torch.full((count, HV, D, D), float("nan"), dtype=torch.float32, device=device))
+
+
+def check_against_float64(inputs: dict, scale, output, new_state, what: str) -> None:
+    """Every element written; per sequence, new_state within STATE_TOL (normwise) of the float64
+    reference and exactly zero for an empty sequence; the output within bf16 rounding of it
+    (interpreter) or within GPU_MARGIN of the contest's tolerance (GPU)."""
+    assert torch.isfinite(output).all(), f"{what}: output has unwritten or non-finite elements"
+    assert torch.isfinite(new_state).all(), f"{what}: new_state has unwritten or non-finite elements"
+    cpu = {n: (t.cpu() if isinstance(t, torch.Tensor) else t) for n, t in inputs.items()}
+    ref_scale = float(scale) if isinstance(scale, (torch.Tensor, np.floating)) else scale
+    ref_out, ref_state = gdn_prefill(**cpu, scale=ref_scale, compute_dtype=torch.float64)
+    got_state = new_state.cpu().double()
+    lengths = cpu["cu_seqlens"].diff().tolist()
+    for n, length in enumerate(lengths):
+        if length == 0:
+            assert (got_state[n] == 0).all(), f"{what}: empty sequence {n} must end with a zero state"
+            continue
+        err = ((got_state[n] - ref_state[n]).norm() / ref_state[n].norm().clamp_min(1e-300)).item()
+        assert err < STATE_TOL, f"{what}: sequence {n} (length {length}) new_state relative error {err:.3e}"
+    got_out = output.cpu().double()
+    if not ref_out.numel():
+        return
+    if DEVICE == "cpu":
+        bound = BF16_REL * ref_out.abs() + 1e-4 * ref_out.abs().amax().clamp_min(1e-30)
+        worst = ((got_out - ref_out).abs() / bound).max().item() if ref_out.numel() else 0.0
+        assert worst <= 1.0, f"{what}: output beyond bf16 rounding of the float64 reference (ratio {worst:.2f})"
+    else:
+        margin = worst_margin(got_out, ref_out)
+        assert margin <= GPU_MARGIN, f"{what}: output worst margin {margin:.3f} against float64"
+
+
+def call_and_check(lengths, with_state, scale_kind, seed, device, what, in_place=False, first_regime=0):
+    inputs = draw_inputs(lengths, torch.Generator().manual_seed(seed), device, with_state, first_regime)
+    original_state = inputs["state"].clone() if with_state else None
+    output, new_state = poisoned_outputs(sum(lengths), len(lengths), device)
+    if in_place:
+        new_state = inputs["state"]
+    scale = make_scale(scale_kind, seed, device)
+    sub.kernel(*inputs.values(), scale, output, new_state)
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    what = f"{what} lengths={lengths} state={with_state} scale={scale_kind} seed={seed}"
+    check_against_float64(dict(inputs, state=original_state), scale, output, new_state, what)
+    if with_state and not in_place:
+        assert torch.equal(inputs["state"], original_state), f"{what}: the input state was modified"
+    return output, new_state
+
+
+def _call_id(index):
+    lengths, with_state = CALLS[index]
+    shown = ",".join(map(str, lengths)) if len(lengths) <= 5 else f"{len(lengths)} seqs, T={sum(lengths)}"
+    return f"{index}:[{shown}]{'' if with_state else ' no-state'}"
+
+
+def test_covers_at_least_100_sequences():
+    assert sum(len(lengths) for lengths, _ in CALLS) >= 100
+
+
+@pytest.mark.parametrize("index", range(len(CALLS)), ids=_call_id)
+def test_matches_float64_reference(index, device):
+    lengths, with_state = CALLS[index]
+    call_and_check(lengths, with_state, SCALES[index % len(SCALES)], SEED + index, device, "prefill",
+                   first_regime=index)
+
+
+@pytest.mark.parametrize("row", range(len(sub.LAUNCH_TABLE)))
+@pytest.mark.parametrize("split_output", (False, True), ids=("output-in-pass", "output-kernel"))
+def test_every_launch_configuration(row, split_output, device, monkeypatch):
+    """Each LAUNCH_TABLE row, forced onto one small call, with the output computed in the
+    state pass and by the separate output kernel."""
+    _, block_v, warps, stages, _, out_block_v = sub.LAUNCH_TABLE[row]
+    split_from = 0 if split_output else 1 << 62
+    monkeypatch.setattr(sub, "LAUNCH_TABLE", ((1 << 62, block_v, warps, stages, split_from, out_block_v),))
+    call_and_check([40, 0, 25], True, "none", SEED + 100 + row, device, f"row {row} split={split_output}")
+    call_and_check([70], True, "float", SEED + 200 + row, device, f"row {row} split={split_output}, one sequence")
+
+
+def test_in_place_state_update(device):
+    """new_state may be the state tensor itself (each program reads its tile before writing)."""
+    call_and_check([20, 0, 45], True, "none", SEED + 300, device, "in place", in_place=True)
+
+
+def test_two_calls_are_bit_identical(device):
+    first = call_and_check([37, 5, 64], True, "none", SEED + 400, device, "determinism")
+    second = call_and_check([37, 5, 64], True, "none", SEED + 400, device, "determinism")
+    assert torch.equal(first[0].view(torch.int16), second[0].view(torch.int16))
+    assert torch.equal(first[1], second[1])
+
+
+def test_at_most_three_launches(device, monkeypatch):
+    launches = []
+    for name in ("_launch_prep", "_launch_state_pass", "_launch_output"):
+        real = getattr(sub, name)
+        monkeypatch.setattr(sub, name, lambda *args, _real=real, _name=name: (launches.append(_name), _real(*args)))
+    call_and_check([50, 3], True, "none", SEED + 500, device, "launch count")
+    assert 1 <= len(launches) <= 3, launches
+    launches.clear()
+    monkeypatch.setattr(sub, "LAUNCH_TABLE", ((1 << 62, *sub.LAUNCH_TABLE[0][1:4], 0, sub.LAUNCH_TABLE[0][5]),))
+    call_and_check([50, 3], True, "none", SEED + 501, device, "launch count, output kernel")
+    assert launches == ["_launch_prep", "_launch_state_pass", "_launch_output"], launches
+
+
+@pytest.mark.skipif(DEVICE != "cuda", reason="needs a CUDA GPU (GDN_TEST_DEVICE=cuda)")
+def test_no_host_synchronization_and_no_recompilation(device):
+    """The whole call is captured into a CUDA graph (any host synchronization inside it would
+    fail the capture) with at most 3 kernels, and new lengths compile nothing new."""
+    inputs = draw_inputs([300, 20], torch.Generator().manual_seed(SEED), device)
+    output, new_state = poisoned_outputs(320, 2, device)
+    sub.kernel(*inputs.values(), torch.tensor(0.1, device=device), output, new_state)  # compile, warm up
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        sub.kernel(*inputs.values(), torch.tensor(0.1, device=device), output, new_state)
+    compiled = [len(k.device_caches[torch.cuda.current_device()][0])
+                for k in (sub._chunk_prep_kernel, sub._state_pass_kernel)]
+    for lengths in ([1], [77], [5, 9, 0, 200], [33, 33, 33]):
+        x = draw_inputs(lengths, torch.Generator().manual_seed(SEED + 1), device)
+        out, state = poisoned_outputs(sum(lengths), len(lengths), device)
+        sub.kernel(*x.values(), None, out, state)
+    after = [len(k.device_caches[torch.cuda.current_device()][0]) for k in (sub._chunk_prep_kernel, sub._state_pass_kernel)]
+    assert after[0] <= compiled[0] + 1 and after[1] <= compiled[1] + 1, (compiled, after)  # + the one-sequence path
+
+
+def test_scale_kinds_agree(device):
+    """None and 0 mean 1/sqrt(128); a float, a numpy float and a one-element tensor (read on
+    the device) give the same result."""
+    inputs = draw_inputs([9, 30], torch.Generator().manual_seed(SEED + 600), device)
+    results = []
+    for scale in (None, 0.0, 1 / math.sqrt(D), np.float64(1 / math.sqrt(D)), torch.tensor(1 / math.sqrt(D), device=device)):
+        output, new_state = poisoned_outputs(39, 2, device)
+        sub.kernel(*inputs.values(), scale, output, new_state)
+        results.append(output.float().cpu())
+    for other in results[1:]:
+        torch.testing.assert_close(other, results[0], rtol=0, atol=0)
