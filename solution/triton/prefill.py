@@ -111,8 +111,8 @@ def _segment_of(cu_ptr, N, rows, BN: tl.constexpr):
 def _chunk_prep_kernel(
     q_ptr, k_ptr, v_ptr, A_log_ptr, a_ptr, dt_bias_ptr, b_ptr, cu_ptr,
     w_ptr, kt_ptr, qt_ptr, u_ptr, m_ptr, ge_ptr, scale, scale_ptr, T, N,
-    SINGLE: tl.constexpr, SCALE_FROM_PTR: tl.constexpr, WIDEN_BF16: tl.constexpr, HQ: tl.constexpr,
-    HV: tl.constexpr, D: tl.constexpr, C: tl.constexpr, BT: tl.constexpr, BN: tl.constexpr,
+    SINGLE: tl.constexpr, SCALE_FROM_PTR: tl.constexpr, WIDEN_BF16: tl.constexpr, IDX: tl.constexpr,
+    HQ: tl.constexpr, HV: tl.constexpr, D: tl.constexpr, C: tl.constexpr, BT: tl.constexpr, BN: tl.constexpr,
 ):
     """One block of C tokens for one value head. Writes, as contiguous tiles of block-major
     scratch, the state pass's matrix operands: W, U, Q~ = scale exp(G) * Q [C, D], K~^T =
@@ -130,7 +130,7 @@ def _chunk_prep_kernel(
     # be in flight together rather than one after another.
     i = tl.arange(0, C)
     offs_d = tl.arange(0, D)
-    rows = block.to(tl.int64) * C + i
+    rows = block.to(IDX) * C + i
     valid = rows < T
     qk_offs = (rows[:, None] * HQ + qk_head) * D + offs_d[None, :]
     k = tl.load(k_ptr + qk_offs, mask=valid[:, None], other=0.0)
@@ -164,7 +164,7 @@ def _chunk_prep_kernel(
     G = G64.to(tl.float32)
     G_end = G_end64.to(tl.float32)
     to_end = (G_end64 - G64).to(tl.float32)
-    block_hv = block.to(tl.int64) * HV + head
+    block_hv = block.to(IDX) * HV + head
     tile = block_hv * (C * D)
     row_major = i[:, None] * D + offs_d[None, :]
 
@@ -173,25 +173,34 @@ def _chunk_prep_kernel(
     tl.store(qt_ptr + tile + row_major, q.to(tl.float32) * (scale * tl.exp(G))[:, None])
     A = tl.where(i[None, :] < i[:, None], beta[:, None] * decay * tl.dot(k, tl.trans(k)), 0.0)
 
-    # T_d = (I + A_d)^-1 for the BT x BT diagonal blocks A_d of A:
-    # (I - A_d)(I + A_d^2)(I + A_d^4)(I + A_d^8), as A_d^16 = 0 (products keep the blocks).
-    diag = (i[:, None] // BT) == (i[None, :] // BT)
-    power = tl.where(diag, A, 0.0)
-    T_d = tl.where(i[:, None] == i[None, :], 1.0, 0.0) - power
+    # T_d = (I + A_d)^-1 for the BT x BT diagonal blocks A_d of A, as [NB, BT, BT] (the
+    # same formula on each block's rows): (I - A_d)(I + A_d^2)(I + A_d^4)(I + A_d^8), as
+    # A_d^16 = 0, in exact float32.
+    r = tl.arange(0, BT)
+    k_blocks = tl.reshape(k, (NB, BT, D))
+    G_blocks = tl.reshape(G64, (NB, BT))
+    seg_blocks = tl.reshape(seg, (NB, BT))
+    lower = (r[None, None, :] < r[None, :, None]) & (seg_blocks[:, :, None] == seg_blocks[:, None, :])
+    A_d = tl.exp(tl.where(lower, (G_blocks[:, :, None] - G_blocks[:, None, :]).to(tl.float32), float("-inf")))
+    A_d = tl.reshape(beta, (NB, BT))[:, :, None] * A_d * tl.dot(k_blocks, tl.permute(k_blocks, (0, 2, 1)))
+    power = A_d
+    T_d = tl.where(r[None, :, None] == r[None, None, :], 1.0, 0.0) - power
     for _ in tl.static_range(3):
         power = tl.dot(power, power, input_precision="ieee")
         T_d += tl.dot(T_d, power, input_precision="ieee")
     # (I + A)^-1 X = (I + N)^-1 T_d X with N = T_d A_off nilpotent (N^NB = 0), by Horner.
-    N_off = tl.dot(T_d, tl.where((i[:, None] // BT) > (i[None, :] // BT), A, 0.0), input_precision="ieee")
+    A_off = tl.where((i[:, None] // BT) > (i[None, :] // BT), A, 0.0)
+    N_off = tl.reshape(tl.dot(T_d, tl.reshape(A_off, (NB, BT, C)), input_precision="ieee"), (C, C))
 
     k = k.to(tl.float32)
-    y = tl.dot(T_d, (beta * tl.exp(G))[:, None] * k, input_precision="tf32")
+    y = tl.reshape(tl.dot(T_d, tl.reshape((beta * tl.exp(G))[:, None] * k, (NB, BT, D)), input_precision="tf32"), (C, D))
     w = y
     for _ in tl.static_range(NB - 1):
         w = y - tl.dot(N_off, w, input_precision="tf32")
     tl.store(w_ptr + tile + row_major, w)
     tl.store(kt_ptr + tile + offs_d[:, None] * C + i[None, :], tl.trans(k * tl.exp(to_end)[:, None]))
-    y = tl.dot(T_d, beta[:, None] * v.to(tl.float32), input_precision="tf32")
+    y = tl.reshape(tl.dot(T_d, tl.reshape(beta[:, None] * v.to(tl.float32), (NB, BT, D)), input_precision="tf32"),
+                   (C, D))
     u = y
     for _ in tl.static_range(NB - 1):
         u = y - tl.dot(N_off, u, input_precision="tf32")
@@ -202,8 +211,8 @@ def _chunk_prep_kernel(
 @triton.jit
 def _state_pass_kernel(
     state_ptr, cu_ptr, w_ptr, kt_ptr, qt_ptr, u_ptr, m_ptr, ge_ptr, out_ptr, new_state_ptr, hs_ptr, delta_ptr, T,
-    SINGLE: tl.constexpr, HAS_STATE: tl.constexpr, OUTPUT: tl.constexpr, HV: tl.constexpr, D: tl.constexpr,
-    C: tl.constexpr, BV: tl.constexpr, STAGES: tl.constexpr,
+    SINGLE: tl.constexpr, HAS_STATE: tl.constexpr, OUTPUT: tl.constexpr, IDX: tl.constexpr, HV: tl.constexpr,
+    D: tl.constexpr, C: tl.constexpr, BV: tl.constexpr, STAGES: tl.constexpr,
 ):
     """One (sequence, value head, BV columns of V): the sequence's segments in order, with
     H = S^T [D, BV]:  Delta = U - W H;  O = Q~ H + M Delta;  H = exp(G_end) H + K~^T Delta.
@@ -217,7 +226,7 @@ def _state_pass_kernel(
     i = tl.arange(0, C)
     offs_d = tl.arange(0, D)
     offs_v = v_tile * BV + tl.arange(0, BV)
-    s_offs = ((seq * HV + head) * D + offs_v[None, :]).to(tl.int64) * D + offs_d[:, None]
+    s_offs = ((seq * HV + head) * D + offs_v[None, :]).to(IDX) * D + offs_d[:, None]
     if HAS_STATE:
         h = tl.load(state_ptr + s_offs)
     else:
@@ -226,8 +235,8 @@ def _state_pass_kernel(
         bos = 0
         eos = T
     else:
-        bos = tl.load(cu_ptr + seq)
-        eos = tl.load(cu_ptr + seq + 1)
+        bos = tl.load(cu_ptr + seq).to(IDX)
+        eos = tl.load(cu_ptr + seq + 1).to(IDX)
     h = tl.where(eos > bos, h, 0.0)  # an empty sequence ends at zero
 
     first = bos // C
@@ -251,7 +260,7 @@ def _state_pass_kernel(
             tl.store(out_ptr + (rows[:, None] * HV + head) * D + offs_v[None, :], o.to(out_ptr.dtype.element_ty),
                      mask=mine[:, None])
         else:
-            slot = ((first + blk + seq) * HV + head).to(tl.int64) * (D * D)
+            slot = ((first + blk + seq) * HV + head).to(IDX) * (D * D)
             tl.store(hs_ptr + slot + offs_v[None, :] * D + offs_d[:, None], h)
             tl.store(delta_ptr + tile + i[:, None] * D + offs_v[None, :], delta, mask=mine[:, None])
         h = h * tl.exp(g_end) + tl.dot(kt, delta, input_precision="tf32")
@@ -261,8 +270,8 @@ def _state_pass_kernel(
 @triton.jit(do_not_specialize=["T", "N"])
 def _output_kernel(
     cu_ptr, qt_ptr, m_ptr, hs_ptr, delta_ptr, out_ptr, T, N,
-    SINGLE: tl.constexpr, HV: tl.constexpr, D: tl.constexpr, C: tl.constexpr, BV: tl.constexpr,
-    BN: tl.constexpr,
+    SINGLE: tl.constexpr, IDX: tl.constexpr, HV: tl.constexpr, D: tl.constexpr, C: tl.constexpr,
+    BV: tl.constexpr, BN: tl.constexpr,
 ):
     """One (block, value head, BV columns of V): O = Q~ H_seg + M Delta for every segment of
     the block, H_seg being the state its sequence entered the block with (slot block + seq)."""
@@ -272,16 +281,16 @@ def _output_kernel(
     i = tl.arange(0, C)
     offs_d = tl.arange(0, D)
     offs_v = v_tile * BV + tl.arange(0, BV)
-    rows = block.to(tl.int64) * C + i
+    rows = block.to(IDX) * C + i
     valid = rows < T
-    block_hv = block.to(tl.int64) * HV + head
+    block_hv = block.to(IDX) * HV + head
     tile = block_hv * (C * D)
     qt = tl.load(qt_ptr + tile + i[:, None] * D + offs_d[None, :])
     m = tl.load(m_ptr + block_hv * (C * C) + i[:, None] * C + i[None, :])
     delta = tl.load(delta_ptr + tile + i[:, None] * D + offs_v[None, :], mask=valid[:, None], other=0.0)
     o = tl.dot(m, delta, input_precision="tf32")
     if SINGLE:
-        hs = tl.load(hs_ptr + ((block * HV + head).to(tl.int64) * D + offs_v[None, :]) * D + offs_d[:, None])
+        hs = tl.load(hs_ptr + ((block * HV + head).to(IDX) * D + offs_v[None, :]) * D + offs_d[:, None])
         o = tl.dot(qt, hs, o, input_precision="tf32")
     else:
         seg = _segment_of(cu_ptr, N, rows, BN)
@@ -290,7 +299,7 @@ def _output_kernel(
         for n in range(lo, hi + 1):
             rows_n = valid & (seg == n)
             if tl.sum(rows_n.to(tl.int32), axis=0) > 0:  # empty sequences have no slot written
-                slot = ((block + n) * HV + head).to(tl.int64) * (D * D)
+                slot = ((block + n) * HV + head).to(IDX) * (D * D)
                 hs = tl.load(hs_ptr + slot + offs_v[None, :] * D + offs_d[:, None])
                 o = tl.dot(tl.where(rows_n[:, None], qt, 0.0), hs, o, input_precision="tf32")
     tl.store(out_ptr + (rows[:, None] * HV + head) * D + offs_v[None, :], o.to(out_ptr.dtype.element_ty),
@@ -314,7 +323,7 @@ _OUTPUT_WARPS = 4
 # own, that kernel's BV). Chosen from GPU measurements (docs/perf.md).
 LAUNCH_TABLE = (
     (1, 16, 4, 3, 4096, 64),
-    (4, 16, 4, 3, 1 << 62, 64),
+    (16, 16, 4, 2, 1 << 62, 64),
     (1 << 62, 32, 4, 2, 1 << 62, 64),
 )
 
@@ -469,18 +478,22 @@ def kernel(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_
     w, kt, qt, u, m, g_end = scratch[:6]
     delta, h_start = scratch[6:] if out_block_v else (w, w)  # unused without the output kernel
     single = num_seqs == 1
+    # Element offsets in int32 when every one fits (the usual case), else in int64.
+    largest = max(blocks * hv * chunk * d, total * NUM_Q_HEADS * d, (blocks + num_seqs) * hv * d * d)
+    idx = tl.int32 if largest < 2**31 else tl.int64
     scale_ptr = A_log if scale_tensor is None else scale_tensor  # unused unless read in-kernel
     prep_args = (q, k, v, A_log, a, dt_bias, b, cu_seqlens, w, kt, qt, u, m, g_end, scale_value, scale_ptr,
                  total, num_seqs)
-    prep_constexprs = dict(SINGLE=single, SCALE_FROM_PTR=scale_tensor is not None, HQ=NUM_Q_HEADS, HV=hv, D=d,
+    prep_constexprs = dict(SINGLE=single, SCALE_FROM_PTR=scale_tensor is not None, IDX=idx, HQ=NUM_Q_HEADS, HV=hv, D=d,
                            C=chunk, BT=SUB, BN=_SEQ_BLOCK, WIDEN_BF16=_INTERPRETED)
     pass_args = (state if state is not None else new_state, cu_seqlens, w, kt, qt, u, m, g_end, output, new_state,
                  h_start, delta, total)
-    pass_constexprs = dict(SINGLE=single, HAS_STATE=state is not None, OUTPUT=not out_block_v, HV=hv, D=d, C=chunk,
-                           BV=block_v, STAGES=stages)
+    pass_constexprs = dict(SINGLE=single, HAS_STATE=state is not None, OUTPUT=not out_block_v, IDX=idx, HV=hv, D=d,
+                           C=chunk, BV=block_v, STAGES=stages)
     if total > 0:
         _launch_prep((blocks, hv, 1), prep_args, prep_constexprs, _PREP_WARPS, device)
     _launch_state_pass((num_seqs * hv * (d // block_v), 1, 1), pass_args, pass_constexprs, warps, device)
     if out_block_v and total > 0:
         _launch_output((blocks, hv, d // out_block_v), (cu_seqlens, qt, m, h_start, delta, output, total, num_seqs),
-                       dict(SINGLE=single, HV=hv, D=d, C=chunk, BV=out_block_v, BN=_SEQ_BLOCK), _OUTPUT_WARPS, device)
+                       dict(SINGLE=single, IDX=idx, HV=hv, D=d, C=chunk, BV=out_block_v, BN=_SEQ_BLOCK), _OUTPUT_WARPS,
+                       device)
