@@ -187,17 +187,36 @@ def test_two_calls_are_bit_identical(device):
     assert torch.equal(first[1], second[1])
 
 
-def test_at_most_three_launches(device, monkeypatch):
+def _count_launches(monkeypatch) -> list:
     launches = []
-    for name in ("_launch_prep", "_launch_state_pass", "_launch_output"):
+    for name in ("_launch_single", "_launch_prep", "_launch_state_pass", "_launch_output"):
         real = getattr(sub, name)
         monkeypatch.setattr(sub, name, lambda *args, _real=real, _name=name: (launches.append(_name), _real(*args)))
+    return launches
+
+
+def test_at_most_three_launches(device, monkeypatch):
+    launches = _count_launches(monkeypatch)
     call_and_check([50, 3], True, "none", SEED + 500, device, "launch count")
-    assert 1 <= len(launches) <= 3, launches
+    assert launches == ["_launch_prep", "_launch_state_pass"], launches
     launches.clear()
     monkeypatch.setattr(sub, "LAUNCH_TABLE", ((1 << 62, *sub.LAUNCH_TABLE[0][1:4], 0, sub.LAUNCH_TABLE[0][5]),))
     call_and_check([50, 3], True, "none", SEED + 501, device, "launch count, output kernel")
     assert launches == ["_launch_prep", "_launch_state_pass", "_launch_output"], launches
+    launches.clear()
+    call_and_check([29], True, "none", SEED + 502, device, "launch count, one block")
+    assert launches == ["_launch_single"], launches
+
+
+@pytest.mark.parametrize("lengths", ([7], [32], [0]), ids=str)
+def test_one_block_kernel_agrees_with_the_chunked_path(lengths, device, monkeypatch):
+    """One sequence that fits one block runs as one kernel; forced through the chunked
+    kernels it gives the same result up to float32 rounding."""
+    fused = call_and_check(lengths, True, "float", SEED + 700, device, "one block")
+    monkeypatch.setattr(sub, "SINGLE_BLOCK", False)
+    chunked = call_and_check(lengths, True, "float", SEED + 700, device, "one block, chunked path")
+    torch.testing.assert_close(fused[1], chunked[1], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(fused[0].float(), chunked[0].float(), rtol=2**-7, atol=1e-3)
 
 
 @pytest.mark.skipif(DEVICE != "cuda", reason="needs a CUDA GPU (GDN_TEST_DEVICE=cuda)")

@@ -41,6 +41,8 @@ Kernels (C = 32):
    walk, stores each segment's H0 (slot block + sequence: unique, since a later sequence
    never starts in an earlier block) and Delta for
 3. `_output_kernel`, one program per (block, value head, V columns), in parallel.
+One sequence of at most C tokens skips the scratch: `_single_block_kernel` does all of it in
+one launch, one program per (value head, V columns).
 
 T = (I + A)^-1 without an unstable series: the 16x16 diagonal blocks A_d of A are nilpotent,
 so T_d = (I + A_d)^-1 = (I - A_d)(I + A_d^2)(I + A_d^4)(I + A_d^8), in exact float32; then
@@ -107,6 +109,88 @@ def _segment_of(cu_ptr, N, rows, BN: tl.constexpr):
     return seg
 
 
+@triton.jit
+def _block_setup(
+    q_ptr, k_ptr, A_log_ptr, a_ptr, dt_bias_ptr, b_ptr, cu_ptr, start, head, T, N,
+    SINGLE: tl.constexpr, WIDEN_BF16: tl.constexpr, IDX: tl.constexpr, HQ: tl.constexpr, HV: tl.constexpr,
+    D: tl.constexpr, C: tl.constexpr, BN: tl.constexpr,
+):
+    """Loads and gates of the block of C tokens from `start` for one value head.
+
+    Returns rows (token indices), valid (rows < T), seg (sequence of each row), k and q
+    [C, D] (bf16, or float32 when WIDEN_BF16), beta, G (float64: g summed over the row's
+    segment up to the row), G_end (float64: over the whole segment) and decay [C, C]:
+    exp(G_i - G_j) for the pairs (i, j) of one segment with j <= i, else 0. The sums run in
+    float64: G grows to C times the largest |g|, and a float32 G would put an error of
+    |G| * 2^-24 into every exponent, where only |G_i - G_j| * 2^-24 is due."""
+    # Every global load first: with a cold L2 each costs about a microsecond, so they must
+    # be in flight together rather than one after another.
+    i = tl.arange(0, C)
+    offs_d = tl.arange(0, D)
+    rows = start + i
+    valid = rows < T
+    qk_offs = (rows[:, None] * HQ + head // (HV // HQ)) * D + offs_d[None, :]
+    k = tl.load(k_ptr + qk_offs, mask=valid[:, None], other=0.0)
+    q = tl.load(q_ptr + qk_offs, mask=valid[:, None], other=0.0)
+    a = tl.load(a_ptr + rows * HV + head, mask=valid, other=0.0)
+    b = tl.load(b_ptr + rows * HV + head, mask=valid, other=0.0)
+    A_log = tl.load(A_log_ptr + head)
+    dt_bias = tl.load(dt_bias_ptr + head)
+    if SINGLE:
+        seg = tl.zeros([C], dtype=tl.int32)
+    else:
+        seg = _segment_of(cu_ptr, N, rows, BN)
+    if WIDEN_BF16:
+        k = k.to(tl.float32)
+        q = q.to(tl.float32)
+
+    g = tl.where(valid, -tl.exp(A_log) * _softplus(a.to(tl.float32) + dt_bias), 0.0).to(tl.float64)
+    beta = 1.0 / (1.0 + tl.exp(-b.to(tl.float32)))
+    G, _ = tl.associative_scan((g, seg), 0, _segment_sum)
+    after, _ = tl.associative_scan((g, seg), 0, _segment_sum, reverse=True)
+    causal = (seg[:, None] == seg[None, :]) & (i[None, :] <= i[:, None])
+    decay = tl.exp(tl.where(causal, (G[:, None] - G[None, :]).to(tl.float32), float("-inf")))
+    return rows, valid, seg, k, q, beta, G, G + after - g, decay
+
+
+@triton.jit
+def _inverse_parts(k, beta, G, seg, decay, NB: tl.constexpr, BT: tl.constexpr, C: tl.constexpr,
+                   D: tl.constexpr):
+    """(T_d, N) for (I + A)^-1, A[i, j] = beta_i decay[i, j] (k_i . k_j) for j < i.
+
+    T_d [NB, BT, BT]: the inverses of the BT x BT diagonal blocks of I + A, each
+    (I - A_d)(I + A_d^2)(I + A_d^4)(I + A_d^8) as A_d^16 = 0, in exact float32.
+    N [C, C] = T_d A_off, A_off the strictly block-lower part of A: (I + A)^-1 =
+    (I + N)^-1 T_d with N^NB = 0 (see _solve)."""
+    tl.static_assert(BT == 16)
+    i = tl.arange(0, C)
+    r = tl.arange(0, BT)
+    A_off = tl.where((i[:, None] // BT) > (i[None, :] // BT), beta[:, None] * decay * tl.dot(k, tl.trans(k)), 0.0)
+    k_blocks = tl.reshape(k, (NB, BT, D))
+    G_blocks = tl.reshape(G, (NB, BT))
+    seg_blocks = tl.reshape(seg, (NB, BT))
+    lower = (r[None, None, :] < r[None, :, None]) & (seg_blocks[:, :, None] == seg_blocks[:, None, :])
+    A_d = tl.exp(tl.where(lower, (G_blocks[:, :, None] - G_blocks[:, None, :]).to(tl.float32), float("-inf")))
+    A_d = tl.reshape(beta, (NB, BT))[:, :, None] * A_d * tl.dot(k_blocks, tl.permute(k_blocks, (0, 2, 1)))
+    power = A_d
+    T_d = tl.where(r[None, :, None] == r[None, None, :], 1.0, 0.0) - power
+    for _ in tl.static_range(3):
+        power = tl.dot(power, power, input_precision="ieee")
+        T_d += tl.dot(T_d, power, input_precision="ieee")
+    return T_d, tl.reshape(tl.dot(T_d, tl.reshape(A_off, (NB, BT, C)), input_precision="ieee"), (C, C))
+
+
+@triton.jit
+def _solve(T_d, N_off, x, NB: tl.constexpr, BT: tl.constexpr, C: tl.constexpr, W: tl.constexpr):
+    """(I + A)^-1 x for x [C, W] float32: y = T_d x, then Horner over the powers of N,
+    sum_m (-N)^m y = y - N (y - N (y - ...))."""
+    y = tl.reshape(tl.dot(T_d, tl.reshape(x, (NB, BT, W)), input_precision="tf32"), (C, W))
+    z = y
+    for _ in tl.static_range(NB - 1):
+        z = y - tl.dot(N_off, z, input_precision="tf32")
+    return z
+
+
 @triton.jit(do_not_specialize=["T", "N"])
 def _chunk_prep_kernel(
     q_ptr, k_ptr, v_ptr, A_log_ptr, a_ptr, dt_bias_ptr, b_ptr, cu_ptr,
@@ -122,48 +206,16 @@ def _chunk_prep_kernel(
     wrongly); the products are exact either way."""
     block = tl.program_id(0)
     head = tl.program_id(1)
-    qk_head = head // (HV // HQ)
     NB: tl.constexpr = C // BT
-    tl.static_assert(BT == 16)
-
-    # Every global load first: with a cold L2 each costs about a microsecond, so they must
-    # be in flight together rather than one after another.
     i = tl.arange(0, C)
     offs_d = tl.arange(0, D)
-    rows = block.to(IDX) * C + i
-    valid = rows < T
-    qk_offs = (rows[:, None] * HQ + qk_head) * D + offs_d[None, :]
-    k = tl.load(k_ptr + qk_offs, mask=valid[:, None], other=0.0)
-    q = tl.load(q_ptr + qk_offs, mask=valid[:, None], other=0.0)
-    v = tl.load(v_ptr + (rows[:, None] * HV + head) * D + offs_d[None, :], mask=valid[:, None], other=0.0)
-    a = tl.load(a_ptr + rows * HV + head, mask=valid, other=0.0)
-    b = tl.load(b_ptr + rows * HV + head, mask=valid, other=0.0)
-    A_log = tl.load(A_log_ptr + head)
-    dt_bias = tl.load(dt_bias_ptr + head)
+    v_rows = block.to(IDX) * C + i
+    v = tl.load(v_ptr + (v_rows[:, None] * HV + head) * D + offs_d[None, :], mask=v_rows[:, None] < T, other=0.0)
+    rows, valid, seg, k, q, beta, G64, G_end64, decay = _block_setup(
+        q_ptr, k_ptr, A_log_ptr, a_ptr, dt_bias_ptr, b_ptr, cu_ptr, block.to(IDX) * C, head, T, N,
+        SINGLE, WIDEN_BF16, IDX, HQ, HV, D, C, BN)
     scale = _scale(scale, scale_ptr, SCALE_FROM_PTR, D)
-    if SINGLE:
-        seg = tl.zeros([C], dtype=tl.int32)
-    else:
-        seg = _segment_of(cu_ptr, N, rows, BN)
-    if WIDEN_BF16:
-        k = k.to(tl.float32)
-        q = q.to(tl.float32)
-
-    g = tl.where(valid, -tl.exp(A_log) * _softplus(a.to(tl.float32) + dt_bias), 0.0)
-    beta = 1.0 / (1.0 + tl.exp(-b.to(tl.float32)))
-    # G_i sums g over token i's segment up to i, G_end over all of it (segmented scans);
-    # decay holds exp(G_i - G_j) for the pairs (i, j) of one segment with j <= i. The sums
-    # run in float64: G grows to C times the largest |g|, and a float32 G would put an error
-    # of |G| * 2^-24 into every exponent, where only |G_i - G_j| * 2^-24 is due.
-    g64 = g.to(tl.float64)
-    G64, _ = tl.associative_scan((g64, seg), 0, _segment_sum)
-    after, _ = tl.associative_scan((g64, seg), 0, _segment_sum, reverse=True)
-    G_end64 = G64 + after - g64
-    causal = (seg[:, None] == seg[None, :]) & (i[None, :] <= i[:, None])
-    decay = tl.exp(tl.where(causal, (G64[:, None] - G64[None, :]).to(tl.float32), float("-inf")))
     G = G64.to(tl.float32)
-    G_end = G_end64.to(tl.float32)
-    to_end = (G_end64 - G64).to(tl.float32)
     block_hv = block.to(IDX) * HV + head
     tile = block_hv * (C * D)
     row_major = i[:, None] * D + offs_d[None, :]
@@ -171,41 +223,56 @@ def _chunk_prep_kernel(
     # M and Q~ first, so q is dead before the solve.
     tl.store(m_ptr + block_hv * (C * C) + i[:, None] * C + i[None, :], (scale * decay) * tl.dot(q, tl.trans(k)))
     tl.store(qt_ptr + tile + row_major, q.to(tl.float32) * (scale * tl.exp(G))[:, None])
-    A = tl.where(i[None, :] < i[:, None], beta[:, None] * decay * tl.dot(k, tl.trans(k)), 0.0)
-
-    # T_d = (I + A_d)^-1 for the BT x BT diagonal blocks A_d of A, as [NB, BT, BT] (the
-    # same formula on each block's rows): (I - A_d)(I + A_d^2)(I + A_d^4)(I + A_d^8), as
-    # A_d^16 = 0, in exact float32.
-    r = tl.arange(0, BT)
-    k_blocks = tl.reshape(k, (NB, BT, D))
-    G_blocks = tl.reshape(G64, (NB, BT))
-    seg_blocks = tl.reshape(seg, (NB, BT))
-    lower = (r[None, None, :] < r[None, :, None]) & (seg_blocks[:, :, None] == seg_blocks[:, None, :])
-    A_d = tl.exp(tl.where(lower, (G_blocks[:, :, None] - G_blocks[:, None, :]).to(tl.float32), float("-inf")))
-    A_d = tl.reshape(beta, (NB, BT))[:, :, None] * A_d * tl.dot(k_blocks, tl.permute(k_blocks, (0, 2, 1)))
-    power = A_d
-    T_d = tl.where(r[None, :, None] == r[None, None, :], 1.0, 0.0) - power
-    for _ in tl.static_range(3):
-        power = tl.dot(power, power, input_precision="ieee")
-        T_d += tl.dot(T_d, power, input_precision="ieee")
-    # (I + A)^-1 X = (I + N)^-1 T_d X with N = T_d A_off nilpotent (N^NB = 0), by Horner.
-    A_off = tl.where((i[:, None] // BT) > (i[None, :] // BT), A, 0.0)
-    N_off = tl.reshape(tl.dot(T_d, tl.reshape(A_off, (NB, BT, C)), input_precision="ieee"), (C, C))
-
+    T_d, N_off = _inverse_parts(k, beta, G64, seg, decay, NB, BT, C, D)
     k = k.to(tl.float32)
-    y = tl.reshape(tl.dot(T_d, tl.reshape((beta * tl.exp(G))[:, None] * k, (NB, BT, D)), input_precision="tf32"), (C, D))
-    w = y
-    for _ in tl.static_range(NB - 1):
-        w = y - tl.dot(N_off, w, input_precision="tf32")
-    tl.store(w_ptr + tile + row_major, w)
-    tl.store(kt_ptr + tile + offs_d[:, None] * C + i[None, :], tl.trans(k * tl.exp(to_end)[:, None]))
-    y = tl.reshape(tl.dot(T_d, tl.reshape(beta[:, None] * v.to(tl.float32), (NB, BT, D)), input_precision="tf32"),
-                   (C, D))
-    u = y
-    for _ in tl.static_range(NB - 1):
-        u = y - tl.dot(N_off, u, input_precision="tf32")
-    tl.store(u_ptr + tile + row_major, u)
-    tl.store(ge_ptr + block_hv * C + i, G_end)
+    tl.store(w_ptr + tile + row_major, _solve(T_d, N_off, (beta * tl.exp(G))[:, None] * k, NB, BT, C, D))
+    tl.store(kt_ptr + tile + offs_d[:, None] * C + i[None, :],
+             tl.trans(k * tl.exp((G_end64 - G64).to(tl.float32))[:, None]))
+    tl.store(u_ptr + tile + row_major, _solve(T_d, N_off, beta[:, None] * v.to(tl.float32), NB, BT, C, D))
+    tl.store(ge_ptr + block_hv * C + i, G_end64.to(tl.float32))
+
+
+@triton.jit(do_not_specialize=["T"])
+def _single_block_kernel(
+    q_ptr, k_ptr, v_ptr, state_ptr, A_log_ptr, a_ptr, dt_bias_ptr, b_ptr, out_ptr, new_state_ptr,
+    scale, scale_ptr, T,
+    HAS_STATE: tl.constexpr, SCALE_FROM_PTR: tl.constexpr, WIDEN_BF16: tl.constexpr, HQ: tl.constexpr,
+    HV: tl.constexpr, D: tl.constexpr, C: tl.constexpr, BT: tl.constexpr, BV: tl.constexpr,
+):
+    """A whole call of one sequence of T <= C tokens, in one launch: one program per (value
+    head, BV columns of V) does the block's setup itself, then Delta = U - W H0,
+    O = Q~ H0 + M Delta and H = exp(G_end) H0 + K~^T Delta (H = S^T)."""
+    head = tl.program_id(0)
+    v_tile = tl.program_id(1)
+    NB: tl.constexpr = C // BT
+    i = tl.arange(0, C)
+    offs_d = tl.arange(0, D)
+    offs_v = v_tile * BV + tl.arange(0, BV)
+    v = tl.load(v_ptr + (i[:, None] * HV + head) * D + offs_v[None, :], mask=i[:, None] < T, other=0.0)
+    s_offs = (head * D + offs_v[None, :]) * D + offs_d[:, None]
+    if HAS_STATE:
+        h0 = tl.where(T > 0, tl.load(state_ptr + s_offs), 0.0)  # an empty sequence ends at zero
+    else:
+        h0 = tl.zeros([D, BV], dtype=tl.float32)
+    rows, valid, seg, k, q, beta, G64, G_end64, decay = _block_setup(
+        q_ptr, k_ptr, A_log_ptr, a_ptr, dt_bias_ptr, b_ptr, A_log_ptr, 0, head, T, 1,  # (no cu_seqlens: one
+        True, WIDEN_BF16, tl.int32, HQ, HV, D, C, 16)                                  # sequence, never read)
+    scale = _scale(scale, scale_ptr, SCALE_FROM_PTR, D)
+    G = G64.to(tl.float32)
+    m = (scale * decay) * tl.dot(q, tl.trans(k))
+    qt = q.to(tl.float32) * (scale * tl.exp(G))[:, None]
+    T_d, N_off = _inverse_parts(k, beta, G64, seg, decay, NB, BT, C, D)
+    k = k.to(tl.float32)
+    w = _solve(T_d, N_off, (beta * tl.exp(G))[:, None] * k, NB, BT, C, D)
+    u = _solve(T_d, N_off, beta[:, None] * v.to(tl.float32), NB, BT, C, BV)
+    kt = tl.trans(k * tl.exp((G_end64 - G64).to(tl.float32))[:, None])
+
+    delta = tl.where(valid[:, None], u - tl.dot(w, h0, input_precision="tf32"), 0.0)
+    o = tl.dot(m, delta, tl.dot(qt, h0, input_precision="tf32"), input_precision="tf32")
+    tl.store(out_ptr + (i[:, None] * HV + head) * D + offs_v[None, :], o.to(out_ptr.dtype.element_ty),
+             mask=valid[:, None])
+    g_end = tl.max(tl.where(valid, G_end64.to(tl.float32), float("-inf")), axis=0)
+    tl.store(new_state_ptr + s_offs, h0 * tl.exp(g_end) + tl.dot(kt, delta, input_precision="tf32"))
 
 
 @triton.jit
@@ -318,6 +385,11 @@ _SEQ_BLOCK = 64  # sequence ends compared per step when locating a token's seque
 CHUNK = 32  # tokens per block (C)
 _PREP_WARPS = 4
 _OUTPUT_WARPS = 4
+# One sequence of T <= CHUNK tokens runs as one kernel (`_single_block_kernel`), with this
+# many columns of V per program; on an H200 10 µs against 15 µs for the chunked kernels.
+SINGLE_BLOCK = True
+_SINGLE_BLOCK_V = 16
+_SINGLE_BLOCK_WARPS = 4
 # State pass by number of sequences N: (largest N it applies to, BV columns of V per program,
 # warps, software-pipelining stages, smallest T from which the output gets a kernel of its
 # own, that kernel's BV). Chosen from GPU measurements (docs/perf.md).
@@ -328,16 +400,21 @@ LAUNCH_TABLE = (
 )
 
 
+def _state_warps(warps, device):
+    """Warps for a kernel that carries the state: Triton 3.6 on sm_100 computes tl.dot
+    recurrences nondeterministically with 4 or more warps (triton issue #9871), so there
+    such kernels run with 2."""
+    if device.type == "cuda" and torch.cuda.get_device_capability(device)[0] >= 10:
+        return min(warps, 2)
+    return warps
+
+
 def _launch_config(total, num_seqs, device):
-    """(BV, warps, stages, output BV or 0) for T tokens in N sequences on `device`. Triton 3.6
-    on sm_100 computes tl.dot recurrences nondeterministically with 4 or more warps (triton
-    issue #9871), so there the state pass runs with 2."""
+    """(BV, warps, stages, output BV or 0) of the state pass for T tokens in N sequences."""
     for max_seqs, block_v, warps, stages, split_from, out_block_v in LAUNCH_TABLE:
         if num_seqs <= max_seqs:
             break
-    if device.type == "cuda" and torch.cuda.get_device_capability(device)[0] >= 10:
-        warps = min(warps, 2)
-    return block_v, warps, stages, out_block_v if total >= split_from else 0
+    return block_v, _state_warps(warps, device), stages, out_block_v if total >= split_from else 0
 
 
 def _expected(total, num_seqs):
@@ -451,6 +528,7 @@ class _Launcher:
 _launch_prep = _Launcher(_chunk_prep_kernel)
 _launch_state_pass = _Launcher(_state_pass_kernel)
 _launch_output = _Launcher(_output_kernel)
+_launch_single = _Launcher(_single_block_kernel)
 
 
 def kernel(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_state):
@@ -465,6 +543,17 @@ def kernel(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_
     scale_value, scale_tensor = _resolve_scale(scale, device)
     if num_seqs == 0:
         return
+    single = num_seqs == 1
+    scale_ptr = A_log if scale_tensor is None else scale_tensor  # unused unless read in-kernel
+    if SINGLE_BLOCK and single and total <= CHUNK:
+        _launch_single((NUM_V_HEADS, HEAD_SIZE // _SINGLE_BLOCK_V, 1),
+                       (q, k, v, state if state is not None else new_state, A_log, a, dt_bias, b, output, new_state,
+                        scale_value, scale_ptr, total),
+                       dict(HAS_STATE=state is not None, SCALE_FROM_PTR=scale_tensor is not None,
+                            WIDEN_BF16=_INTERPRETED, HQ=NUM_Q_HEADS, HV=NUM_V_HEADS, D=HEAD_SIZE, C=CHUNK, BT=SUB,
+                            BV=_SINGLE_BLOCK_V),
+                       _state_warps(_SINGLE_BLOCK_WARPS, device), device)
+        return
     block_v, warps, stages, out_block_v = _launch_config(total, num_seqs, device)
     hv, d, chunk = NUM_V_HEADS, HEAD_SIZE, CHUNK
     blocks = triton.cdiv(total, chunk)
@@ -477,11 +566,9 @@ def kernel(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_
     scratch = torch.split(torch.empty(sum(sizes), dtype=torch.float32, device=device), sizes)
     w, kt, qt, u, m, g_end = scratch[:6]
     delta, h_start = scratch[6:] if out_block_v else (w, w)  # unused without the output kernel
-    single = num_seqs == 1
     # Element offsets in int32 when every one fits (the usual case), else in int64.
     largest = max(blocks * hv * chunk * d, total * NUM_Q_HEADS * d, (blocks + num_seqs) * hv * d * d)
     idx = tl.int32 if largest < 2**31 else tl.int64
-    scale_ptr = A_log if scale_tensor is None else scale_tensor  # unused unless read in-kernel
     prep_args = (q, k, v, A_log, a, dt_bias, b, cu_seqlens, w, kt, qt, u, m, g_end, scale_value, scale_ptr,
                  total, num_seqs)
     prep_constexprs = dict(SINGLE=single, SCALE_FROM_PTR=scale_tensor is not None, IDX=idx, HQ=NUM_Q_HEADS, HV=hv, D=d,
