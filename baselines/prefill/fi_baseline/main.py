@@ -14,8 +14,10 @@ Facts from flashinfer/gdn_prefill.py and its kernels (wheel flashinfer_python-0.
 - initial_state and the final state are [N, HV, V, K] float32 ("K-last", the definition's
   layout); the final state is a new tensor (output_state=None), the input state is only read.
 - scale None or 0 means 1/sqrt(D).
-Not checked without a GPU: what the kernels write to the final state of a zero-length
-sequence (the definition wants zeros); the harness's correctness check shows it.
+- A zero-length sequence's final state is left as the allocator gave it (seen on an H200,
+  2026-11-22: values up to 4.7e16), where the definition wants zeros, so this baseline fails
+  the workloads that hold an empty sequence. It is kept as a contest wrapper calls it; the
+  score skips those workloads (docs/perf.md).
 """
 
 import torch
