@@ -410,11 +410,16 @@ def _state_warps(warps, device):
 
 
 def _launch_config(total, num_seqs, device):
-    """(BV, warps, stages, output BV or 0) of the state pass for T tokens in N sequences."""
+    """(BV, warps, stages, output BV or 0) of the state pass for T tokens in N sequences. With
+    2 warps (sm_100) BV is at most 16: a 32-column tile spills registers there (compiled for
+    sm_100 with Triton 3.6; not run: no B200 was available)."""
     for max_seqs, block_v, warps, stages, split_from, out_block_v in LAUNCH_TABLE:
         if num_seqs <= max_seqs:
             break
-    return block_v, _state_warps(warps, device), stages, out_block_v if total >= split_from else 0
+    state_warps = _state_warps(warps, device)
+    if state_warps < warps:
+        block_v = min(block_v, 16)
+    return block_v, state_warps, stages, out_block_v if total >= split_from else 0
 
 
 def _expected(total, num_seqs):
