@@ -16,8 +16,9 @@ from flashinfer_bench.compile import BuilderRegistry
 from tqdm import tqdm
 
 from gdn_bench.algos import load_module
-from gdn_bench.definitions.decode import DECODE, build_definition
+from gdn_bench.definitions.decode import DECODE, LIBRARY, build_definition
 from gdn_bench.reference import gdn_decode
+from gdn_bench.roles import BASELINE
 from gdn_bench.timing import copy_floor_us, host_time_us, kernel_time_us
 
 BATCH_SIZES = (1, 4, 8, 16, 32, 48, 64, 128, 256, 512)
@@ -64,7 +65,7 @@ def _baseline_runnables() -> dict:
     algos = DECODE.algos_by_name
     return {
         name: registry.build(definition, algos[name].solution())
-        for name in ("fi-baseline", "fla-lib")
+        for name in (BASELINE, LIBRARY)
         if algos[name].unavailable() is None
     }
 

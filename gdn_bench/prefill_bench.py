@@ -22,15 +22,16 @@ from tqdm import tqdm
 
 from gdn_bench.algos import load_module
 from gdn_bench.checking import worst_margin
-from gdn_bench.definitions.prefill import PREFILL
+from gdn_bench.definitions.prefill import LIBRARY, PREFILL
 from gdn_bench.prefill_mix import model_like_inputs
 from gdn_bench.reference_prefill import gdn_prefill, run
+from gdn_bench.roles import BASELINE
 from gdn_bench.shapes import HEAD_SIZE, NUM_V_HEADS
 from gdn_bench.timing import kernel_time_us
 
 SEQ_LENS = (6, 64, 300, 1024, 4096, 8192)
 NUM_SEQS = (1, 4, 32)
-BASELINES = {"fi-baseline": "FI", "fla-chunk": "FLA"}
+BASELINES = {BASELINE: "FI", LIBRARY: "FLA"}
 
 
 def grid(seq_lens, num_seqs) -> list[tuple[int, int]]:
@@ -119,8 +120,8 @@ def bench(shapes, configs=({},), seed: int = 0) -> list[dict]:
 
 
 COLUMNS = (("T", "T", "d"), ("N", "N", "d"), ("variant", "variant", "s"), ("ours µs", "ours_us", ".1f"),
-           ("FI µs", "fi-baseline_us", ".1f"), ("FLA µs", "fla-chunk_us", ".1f"), ("×FI", "x_fi-baseline", ".2f"),
-           ("×FLA", "x_fla-chunk", ".2f"), ("det", "deterministic", "s"), ("margin f64", "margin_f64", ".3f"),
+           ("FI µs", f"{BASELINE}_us", ".1f"), ("FLA µs", f"{LIBRARY}_us", ".1f"), ("×FI", f"x_{BASELINE}", ".2f"),
+           ("×FLA", f"x_{LIBRARY}", ".2f"), ("det", "deterministic", "s"), ("margin f64", "margin_f64", ".3f"),
            ("margin f32", "margin_f32", ".3f"))
 
 

@@ -7,7 +7,8 @@ import statistics
 from pathlib import Path
 
 from gdn_bench.definitions import DefinitionSpec, resolve
-from gdn_bench.results import BASELINE, REFERENCE, Results, Row, contest_score, summary
+from gdn_bench.results import Results, Row, contest_score, summary
+from gdn_bench.roles import BASELINE, REFERENCE
 
 HARNESS_NOTE = (
     "harness = flashinfer-bench 0.1.2's latency: it synchronizes inside its timing loop, so it "

@@ -13,8 +13,7 @@ import math
 import statistics
 from dataclasses import asdict, dataclass, field
 
-BASELINE = "fi-baseline"
-REFERENCE = "pt-reference"
+from gdn_bench.roles import BASELINE
 
 
 @dataclass

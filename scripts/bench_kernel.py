@@ -13,13 +13,14 @@ from pathlib import Path
 
 import torch
 
-from gdn_bench.definitions.decode import DECODE
+from gdn_bench.definitions.decode import DECODE, LIBRARY
 from gdn_bench.kernel_bench import BATCH_SIZES, bench
 from gdn_bench.report import plot
 from gdn_bench.results import Results, Row
+from gdn_bench.roles import BASELINE
 
 COLUMNS = (("B", "batch_size", "d"), ("ours µs", "ours_us", ".2f"), ("floor µs", "floor_us", ".2f"),
-           ("×floor", "x_floor", ".3f"), ("FI µs", "fi-baseline_us", ".2f"), ("FLA µs", "fla-lib_us", ".2f"),
+           ("×floor", "x_floor", ".3f"), ("FI µs", f"{BASELINE}_us", ".2f"), ("FLA µs", f"{LIBRARY}_us", ".2f"),
            ("FI/ours", "vs_fi", ".3f"), ("host ours", "host_ours_us", ".1f"), ("host copy", "host_copy_us", ".1f"),
            ("host ×", "host_ratio", ".2f"), ("state err", "state_rel_err", ".1e"), ("out err", "out_rel_err", ".1e"))
 
@@ -27,8 +28,8 @@ COLUMNS = (("B", "batch_size", "d"), ("ours µs", "ours_us", ".2f"), ("floor µs
 def _derive(row: dict) -> dict:
     row["x_floor"] = row["ours_us"] / row["floor_us"]
     row["host_ratio"] = row["host_ours_us"] / row["host_copy_us"]
-    if "fi-baseline_us" in row:
-        row["vs_fi"] = row["fi-baseline_us"] / row["ours_us"]
+    if f"{BASELINE}_us" in row:
+        row["vs_fi"] = row[f"{BASELINE}_us"] / row["ours_us"]
     return row
 
 
@@ -45,7 +46,7 @@ def as_results(rows: list[dict], gpu: str) -> Results:
     for row in rows:
         batch = row["batch_size"]
         results.floors_us[batch] = row["floor_us"]
-        for algo, key in ((DECODE.submission, "ours_us"), ("fi-baseline", "fi-baseline_us"), ("fla-lib", "fla-lib_us")):
+        for algo, key in ((DECODE.submission, "ours_us"), (BASELINE, f"{BASELINE}_us"), (LIBRARY, f"{LIBRARY}_us")):
             if key in row:
                 results.rows.append(Row(algo, f"B{batch}", {"batch_size": batch}, "PASSED", kernel_us=row[key]))
     return results

@@ -16,6 +16,7 @@ from gdn_bench.algos import Algo, baseline_config
 from gdn_bench.decode_mix import write_decode_workloads
 from gdn_bench.definitions.spec import DefinitionSpec, Harness, tensor
 from gdn_bench.paths import EMBEDDED_PATH
+from gdn_bench.roles import BASELINE, REFERENCE
 from gdn_bench.shapes import HEAD_SIZE, NUM_Q_HEADS, NUM_V_HEADS
 from gdn_bench.timing import copy_floor_us
 
@@ -83,15 +84,16 @@ def _config(name: str, **kwargs):
 
 
 SUBMISSION = "fla-recurrent"
+LIBRARY = "fla-lib"  # flash-linear-attention's kernel, what a user would otherwise call
 ALGOS = (
     Algo(SUBMISSION, "the submission: fused recurrent Triton kernel", NAME, None, "solution/triton"),
-    Algo("pt-reference", "PyTorch loop over batch and head", NAME, _config("pt-reference"),
+    Algo(REFERENCE, "PyTorch loop over batch and head", NAME, _config(REFERENCE),
          "baselines/decode/pt_reference"),
     Algo("pt-compiled", "torch.compile of the vectorized reference", NAME, _config("pt-compiled"),
          "baselines/decode/pt_compiled", time_last=True),
-    Algo("fi-baseline", "FlashInfer gated_delta_rule_decode_pretranspose (contest baseline)", NAME,
-         _config("fi-baseline"), "baselines/decode/fi_baseline", needs_gpu=True, requires=("flashinfer",)),
-    Algo("fla-lib", "flash-linear-attention fused_recurrent_gated_delta_rule", NAME, _config("fla-lib"),
+    Algo(BASELINE, "FlashInfer gated_delta_rule_decode_pretranspose (contest baseline)", NAME,
+         _config(BASELINE), "baselines/decode/fi_baseline", needs_gpu=True, requires=("flashinfer",)),
+    Algo(LIBRARY, "flash-linear-attention fused_recurrent_gated_delta_rule", NAME, _config(LIBRARY),
          "baselines/decode/fla_lib", needs_gpu=True, requires=("fla",), extra="baselines"),
     Algo("fla-tma", "Triton variant: TMA tensor descriptors, pipelined loop over V-tiles", NAME,
          _config("fla-tma", language="triton", entry="kernel.py::kernel", dps=True), "solution/triton_tma",

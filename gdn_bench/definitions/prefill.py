@@ -16,6 +16,7 @@ from gdn_bench import reference_prefill
 from gdn_bench.algos import Algo, baseline_config
 from gdn_bench.definitions.spec import DefinitionSpec, Harness, tensor
 from gdn_bench.paths import EMBEDDED_PATH
+from gdn_bench.roles import BASELINE, REFERENCE
 from gdn_bench.prefill_mix import contest_mix_root, contest_mix_workloads, write_embedded_subset
 from gdn_bench.shapes import HEAD_SIZE, NUM_Q_HEADS, NUM_V_HEADS
 
@@ -85,15 +86,16 @@ def _config(name: str):
 
 
 SUBMISSION = "triton-chunked"
+LIBRARY = "fla-chunk"  # flash-linear-attention's kernel, what a user would otherwise call
 ALGOS = (
     Algo(SUBMISSION, "the submission: chunked Triton prefill (solution/triton/prefill.py)", NAME, None,
          "solution/triton"),
-    Algo("pt-reference", "PyTorch loop over sequences and tokens", NAME, _config("pt-reference"),
+    Algo(REFERENCE, "PyTorch loop over sequences and tokens", NAME, _config(REFERENCE),
          "baselines/prefill/pt_reference"),
-    Algo("fi-baseline", "FlashInfer chunk_gated_delta_rule, gates in torch (contest baseline)", NAME,
-         _config("fi-baseline"), "baselines/prefill/fi_baseline", needs_gpu=True,
+    Algo(BASELINE, "FlashInfer chunk_gated_delta_rule, gates in torch (contest baseline)", NAME,
+         _config(BASELINE), "baselines/prefill/fi_baseline", needs_gpu=True,
          min_compute_capability=(9, 0), requires=("flashinfer",)),
-    Algo("fla-chunk", "flash-linear-attention chunk_gated_delta_rule, gates fused", NAME, _config("fla-chunk"),
+    Algo(LIBRARY, "flash-linear-attention chunk_gated_delta_rule, gates fused", NAME, _config(LIBRARY),
          "baselines/prefill/fla_chunk", needs_gpu=True, requires=("fla",), extra="baselines"),
 )
 
