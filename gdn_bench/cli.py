@@ -23,6 +23,7 @@ from pathlib import Path
 
 from gdn_bench.definitions import DEFAULT, DEFINITIONS, resolve
 from gdn_bench.device import prepare_triton
+from gdn_bench.paths import check_checkout, use_project
 
 
 def positive_ints(text: str) -> list[int]:
@@ -55,7 +56,7 @@ def definition_name(text: str) -> str:
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    """The flags every runner shares (run_local and run_modal): all but --dataset."""
+    """The flags every runner shares (run_local and run_modal): all but --dataset and --root."""
     choices = ", ".join(f"{s.short} ({s.name})" for s in DEFINITIONS.values())
     parser.add_argument("--definition", type=definition_name, default=DEFAULT,
                         help=f"{choices}; default {DEFAULT}")
@@ -76,10 +77,30 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, help="results folder (default results/<UTC time>)")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def add_root_argument(parser: argparse.ArgumentParser, checkout: Path) -> None:
+    """--root: the project checkout to work on, by default `checkout` (the script's own)."""
+    parser.add_argument("--root", type=Path, default=checkout,
+                        help=f"project checkout: config.toml, solution/, baselines/ (default: this script's, {checkout})")
+
+
+def checked_root(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Path:
+    """args.root resolved, or the parser's one-line error (exit 2) when it is not a checkout."""
+    try:
+        return check_checkout(args.root)
+    except ValueError as e:
+        parser.error(f"argument --root: {e}")
+
+
+def chosen_project(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Path:
+    """The checked --root, made the project checkout of this process (gdn_bench.paths.use_project)."""
+    return use_project(checked_root(parser, args))
+
+
+def build_parser(checkout: Path) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="run_local.py", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_run_arguments(parser)
+    add_root_argument(parser, checkout)
     parser.add_argument("--dataset", type=Path, default=os.environ.get("FIB_DATASET_PATH"),
                         help="trace set root (default: $FIB_DATASET_PATH, else the definition's own)")
     return parser
@@ -117,8 +138,11 @@ def report(results, out: Path) -> int:
     return 0 if ok else 1
 
 
-def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+def main(argv=None, *, checkout: Path) -> int:
+    """run_local with `argv` (default sys.argv[1:]); `checkout` is the calling script's own."""
+    parser = build_parser(checkout)
+    args = parser.parse_args(argv)
+    chosen_project(parser, args)
     prepare_triton()
     from gdn_bench.runner import run
 

@@ -22,12 +22,11 @@ from gdn_bench.roles import BASELINE
 from gdn_bench.timing import copy_floor_us, host_time_us, kernel_time_us
 
 BATCH_SIZES = (1, 4, 8, 16, 32, 48, 64, 128, 256, 512)
-KERNEL_PATH = DECODE.submission_entry()
 
 
 def load_submission():
-    """The decode submission's kernel.py as a module."""
-    return load_module(KERNEL_PATH, "gdn_submission")
+    """The decode submission's kernel.py (of the project checkout) as a module."""
+    return load_module(DECODE.submission_entry(), "gdn_submission")
 
 
 def random_inputs(batch: int, seed: int = 0) -> dict:
@@ -168,7 +167,7 @@ def best_table(rows: list[dict], tolerance: float = 0.02) -> tuple[tuple[int, in
     return tuple(table)
 
 
-def write_launch_table(table, path=KERNEL_PATH) -> None:
+def write_launch_table(table, path) -> None:
     """Replace the LAUNCH_TABLE literal in kernel.py."""
     text = path.read_text(encoding="utf-8")
     body = "".join(f"    ({'1 << 62' if b == 1 << 62 else b}, {bv}, {w}),\n" for b, bv, w in table)

@@ -65,6 +65,11 @@ def aggregate(results: Results) -> list[dict]:
     return lines
 
 
+def _root_line(meta: dict) -> str:
+    line = f"project: {meta.get('root')} (config.toml, solution/, baselines/)"
+    return line + (f"; harness: gdn_bench from {meta['package']}" if meta.get("package") else "")
+
+
 def format_table(results: Results) -> str:
     """The console report: banner, table, skipped algorithms, summary line."""
     spec = _spec(results)
@@ -79,6 +84,7 @@ def format_table(results: Results) -> str:
     else:
         out.append(f"GPU: {results.meta.get('gpu')}   date: {results.meta.get('date')}   definition: {spec.name}")
         out.append(HARNESS_NOTE + ("\n" + FLOOR_NOTE if floors else ""))
+    out.append(_root_line(results.meta))
     out.append(MARGIN_NOTE)
     header = f"{spec.group_label:>5} {'algorithm':<14} {'status':<12} {'max abs':>9} {'max rel':>9} {'margin':>8}"
     if not cpu:

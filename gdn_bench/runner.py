@@ -26,6 +26,7 @@ from gdn_bench.checking import CheckResult, check_solutions, workload_inputs
 from gdn_bench.dataset import load_trace_set
 from gdn_bench.definitions import DEFAULT, DefinitionSpec, resolve
 from gdn_bench.packing import PackError
+from gdn_bench.paths import harness_outside_project, project_root
 from gdn_bench.results import Results, Row
 from gdn_bench.timing import TimingError, kernel_time_us
 
@@ -91,6 +92,10 @@ def harness_settings(settings: RunSettings) -> dict:
             "trials": settings.trials or default.trials}
 
 
+def _str_or_none(value) -> str | None:
+    return None if value is None else str(value)
+
+
 def _meta(settings: RunSettings, trace_set: TraceSet, cpu: bool) -> dict:
     def version(pkg):
         try:
@@ -103,6 +108,8 @@ def _meta(settings: RunSettings, trace_set: TraceSet, cpu: bool) -> dict:
         "gpu": None if cpu else torch.cuda.get_device_name(),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "host": platform.node(),
+        "root": str(project_root()),
+        "package": _str_or_none(harness_outside_project()),  # gdn_bench's folder when not the checkout's
         "dataset": str(trace_set.root),
         "definition": settings.spec.name,
         "submission": settings.spec.submission,

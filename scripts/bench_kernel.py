@@ -13,8 +13,10 @@ from pathlib import Path
 
 import torch
 
+from gdn_bench.cli import add_root_argument, chosen_project
 from gdn_bench.definitions.decode import DECODE, LIBRARY
 from gdn_bench.kernel_bench import BATCH_SIZES, bench
+from gdn_bench.paths import checkout_of
 from gdn_bench.report import plot
 from gdn_bench.results import Results, Row
 from gdn_bench.roles import BASELINE
@@ -56,7 +58,9 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--batch-sizes", default=",".join(map(str, BATCH_SIZES)), help="comma-separated")
     parser.add_argument("--out", type=Path, default=Path("results") / "bench_kernel", help="output folder")
+    add_root_argument(parser, checkout_of(__file__))
     args = parser.parse_args(argv)
+    chosen_project(parser, args)
     if not torch.cuda.is_available():
         print("bench_kernel: error: needs a CUDA GPU (CUPTI timing)", file=sys.stderr)
         return 2

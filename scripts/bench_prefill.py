@@ -15,8 +15,9 @@ from pathlib import Path
 
 import torch
 
-from gdn_bench.cli import positive_ints
+from gdn_bench.cli import add_root_argument, chosen_project, positive_ints
 from gdn_bench.definitions.prefill import PREFILL
+from gdn_bench.paths import checkout_of
 from gdn_bench.prefill_bench import NUM_SEQS, SEQ_LENS, bench, format_rows, grid, parse_config
 
 
@@ -34,7 +35,9 @@ def main(argv=None) -> int:
     parser.add_argument("--config", type=_config, action="append", default=[],
                         help="a variant of ours: module-level NAME=VALUE[,NAME=VALUE...] (repeatable)")
     parser.add_argument("--out", type=Path, default=Path("results") / "bench_prefill", help="output folder")
+    add_root_argument(parser, checkout_of(__file__))
     args = parser.parse_args(argv)
+    chosen_project(parser, args)
     if not torch.cuda.is_available():
         print("bench_prefill: error: needs a CUDA GPU (CUPTI timing)", file=sys.stderr)
         return 2

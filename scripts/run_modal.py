@@ -29,12 +29,13 @@ import modal
 
 from gdn_bench.cli import add_run_arguments, positive_int, report, settings_from_args
 from gdn_bench.device import prepare_triton
+from gdn_bench.paths import checkout_of, use_project
 
 EVAL_IMAGE = "flashinfer/flashinfer-ci-cu132:latest"  # the contest's evaluation image
 DEFAULT_GPU = "B200"
 DEFAULT_MAX_CONTAINERS = 8
 JOB_TIMEOUT_S = 30 * 60
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_ROOT = checkout_of(__file__)  # this checkout: its sources go into the image
 REMOTE_ROOT = "/root/gdn-decode-kit"
 REMOTE_DIRS = ("gdn_bench", "solution", "baselines")
 EXTRA_PACKAGES = ("tomlkit>=0.13,<0.16",)  # what gdn_bench needs beyond the evaluation image  # with config.toml, all that the runner reads
@@ -89,6 +90,7 @@ def run_job(settings) -> dict:
     """One job (a gdn_bench.runner.RunSettings) through the runner run_local uses; returns
     Results.to_json(). Modal commits the cache Volume when the container exits. With .local()
     on a machine without a GPU, it is run_local's CPU correctness pass."""
+    use_project(PROJECT_ROOT if modal.is_local() else REMOTE_ROOT)
     prepare_triton()
     from gdn_bench.runner import run
 
@@ -140,6 +142,7 @@ def plan(argv: list[str] | None) -> tuple[list, argparse.Namespace]:
     with status 2 here, before anything is sent to Modal."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    use_project(PROJECT_ROOT)
     if args.volume_path and not args.volume:
         parser.error("--volume-path needs --volume")
     args.dataset = DATASET_MOUNT / args.volume_path.lstrip("/") if args.volume else None
@@ -171,6 +174,7 @@ def launch(todo: list, args: argparse.Namespace) -> int:
             print(f"run_modal: trace set {prepare_dataset.remote(args.definition)}")
         parts = configured_job(args.gpu, args.max_containers, args.volume).map(todo)
         results = merge([Results.from_json(part) for part in parts])
+        results.meta.update(root=str(PROJECT_ROOT), package=None)  # the checkout whose sources the jobs ran
     except (ValueError, FileNotFoundError, modal.exception.NotFoundError) as e:
         print(f"run_modal: error: {e}", file=sys.stderr)
         return 2

@@ -14,7 +14,10 @@ from pathlib import Path
 
 import torch
 
+from gdn_bench.cli import add_root_argument, chosen_project
+from gdn_bench.definitions.decode import DECODE
 from gdn_bench.kernel_bench import BATCH_SIZES, best_table, sweep, write_launch_table
+from gdn_bench.paths import checkout_of
 
 
 def main(argv=None) -> int:
@@ -22,7 +25,9 @@ def main(argv=None) -> int:
     parser.add_argument("--batch-sizes", default=",".join(map(str, BATCH_SIZES)), help="comma-separated")
     parser.add_argument("--write", action="store_true", help="rewrite LAUNCH_TABLE in kernel.py")
     parser.add_argument("--out", type=Path, default=Path("results") / "tune_launch.json")
+    add_root_argument(parser, checkout_of(__file__))
     args = parser.parse_args(argv)
+    chosen_project(parser, args)
     if not torch.cuda.is_available():
         print("tune_launch: error: needs a CUDA GPU", file=sys.stderr)
         return 2
@@ -40,8 +45,8 @@ def main(argv=None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"gpu": torch.cuda.get_device_name(), "rows": rows, "table": table}, indent=2))
     if args.write:
-        write_launch_table(table)
-        print("rewrote LAUNCH_TABLE in solution/triton/kernel.py")
+        write_launch_table(table, DECODE.submission_entry())
+        print(f"rewrote LAUNCH_TABLE in {DECODE.submission_entry()}")
     return 0
 
 

@@ -13,7 +13,13 @@ if DEVICE == "cpu":
 # Set in the environment so that pytest-xdist workers (started later) share it.
 SEED = int(os.environ.setdefault("GDN_TEST_SEED", str(secrets.randbits(31))))
 
+from pathlib import Path  # noqa: E402
+
 import pytest  # noqa: E402
+
+from gdn_bench.paths import use_project  # noqa: E402
+
+use_project(Path(__file__).resolve().parent.parent)  # this checkout, whichever one gdn_bench was installed from
 
 
 def pytest_report_header(config):

@@ -9,8 +9,8 @@ import torch
 from gdn_bench.definitions.decode import DECODE
 from gdn_bench.reference import gdn_decode
 
-ROOT = Path(__file__).resolve().parent.parent
-KERNEL_PATH = DECODE.submission_entry()
+ROOT = Path(__file__).resolve().parent.parent  # the checkout under test (conftest makes it the project)
+KERNEL_PATH = ROOT / "solution" / "triton" / "kernel.py"
 HQ, HV, D = 4, 8, 128
 # bf16 rounding of the output: round-to-nearest on a GPU (half an ulp, 2^-8 relative);
 # Triton's interpreter truncates float32 -> bfloat16 instead (up to a whole ulp, 2^-7).

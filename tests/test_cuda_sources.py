@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from conftest import DEVICE, SEED
-from gdn_bench.packing import pack, read_config
+from gdn_bench.packing import pack, read_config, solution_dir
 from helpers import ROOT, call_and_check
 from test_validation import NAMES, _args, _non_contiguous, _wrong_dtype, _wrong_shape
 
@@ -68,10 +68,10 @@ def test_compiles_for_sm90_and_exports_both_entry_points(tmp_path):
 
 def _solution(entry):
     """The packed CUDA solution of config.toml's [build.cuda], with this entry point."""
-    config = read_config(language="cuda")
+    config = read_config(ROOT / "config.toml", language="cuda")
     if entry != config.entry_point.partition("::")[2]:
         config = dataclasses.replace(config, name=f"{config.name}-{entry}", entry_point=f"kernel.cu::{entry}")
-    return pack(config)
+    return pack(config, solution_dir(ROOT, "cuda"))
 
 
 @pytest.mark.parametrize("entry", ENTRY_POINTS)

@@ -1,6 +1,7 @@
 """The launch-table logic of scripts/tune_launch.py (the sweep itself needs a GPU)."""
 
-from gdn_bench.kernel_bench import KERNEL_PATH, best_table, valid_configs, write_launch_table
+from gdn_bench.kernel_bench import best_table, valid_configs, write_launch_table
+from helpers import KERNEL_PATH
 
 
 def _rows(timings):

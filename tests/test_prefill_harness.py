@@ -16,10 +16,11 @@ from gdn_bench.definitions import DEFINITIONS, resolve
 from gdn_bench.definitions.prefill import NAME, PREFILL, token_bucket
 from gdn_bench.paths import EMBEDDED_PATH
 from gdn_bench.runner import RunSettings, harness_settings, select_workloads
+from helpers import ROOT
 
 
 def _settings(argv):
-    return cli.settings_from_args(cli.build_parser().parse_args(argv))
+    return cli.settings_from_args(cli.build_parser(ROOT).parse_args(argv))
 
 
 def test_definition_by_short_or_full_name(monkeypatch):
@@ -35,7 +36,7 @@ def test_definition_by_short_or_full_name(monkeypatch):
 
 
 def _main(argv, capsys):
-    code = cli.main(argv)
+    code = cli.main(argv, checkout=ROOT)
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 
@@ -47,7 +48,7 @@ def _main(argv, capsys):
 ])
 def test_bad_flags_one_message_exit_2(argv, message, capsys):
     with pytest.raises(SystemExit) as e:
-        cli.build_parser().parse_args(argv)
+        cli.build_parser(ROOT).parse_args(argv)
     err = capsys.readouterr().err
     assert e.value.code == 2 and message in err and "Traceback" not in err
 

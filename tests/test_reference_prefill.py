@@ -10,11 +10,11 @@ import torch
 
 from conftest import SEED
 from gdn_bench.algos import load_module
-from gdn_bench.paths import PROJECT_ROOT
 from gdn_bench.prefill_mix import model_like_inputs
 from gdn_bench.reference_prefill import gdn_prefill, run
+from helpers import ROOT
 
-token_loop = load_module(PROJECT_ROOT / "baselines" / "prefill" / "pt_reference" / "main.py",
+token_loop = load_module(ROOT / "baselines" / "prefill" / "pt_reference" / "main.py",
                          "prefill_pt_reference").token_loop
 SCALES = (None, 0.0, 0.0625, "tensor")
 

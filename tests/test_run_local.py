@@ -4,19 +4,21 @@ from (CUPTI grouping, score). Prefill's CLI is in test_prefill_harness.py."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
 import pytest
 
 from gdn_bench import cli
-from gdn_bench.paths import EMBEDDED_PATH, PROJECT_ROOT
+from gdn_bench.paths import EMBEDDED_PATH, use_project
 from gdn_bench.results import Results, Row, contest_score
 from gdn_bench.timing import TimingError, group_call_times
+from helpers import ROOT
 
 
 def _settings(argv):
-    return cli.settings_from_args(cli.build_parser().parse_args(argv))
+    return cli.settings_from_args(cli.build_parser(ROOT).parse_args(argv))
 
 
 def test_defaults(monkeypatch):
@@ -48,12 +50,12 @@ def test_all_and_filters():
                                   ["-n", "0"], ["-n", "abc"], ["--iterations", "-1"], ["--definition", "nope"]])
 def test_bad_numbers_exit_2(argv, capsys):
     with pytest.raises(SystemExit) as e:
-        cli.build_parser().parse_args(argv)
+        cli.build_parser(ROOT).parse_args(argv)
     assert e.value.code == 2
 
 
 def _main(argv, capsys):
-    code = cli.main(argv)
+    code = cli.main(argv, checkout=ROOT)
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 
@@ -96,7 +98,7 @@ def test_cpu_fallback_end_to_end(tmp_path):
     before = _dataset_files()
     out = tmp_path / "out"
     result = subprocess.run(
-        [sys.executable, str(PROJECT_ROOT / "scripts" / "run_local.py"), "--algo", "fla-recurrent,pt-reference",
+        [sys.executable, str(ROOT / "scripts" / "run_local.py"), "--algo", "fla-recurrent,pt-reference",
          "--batch-sizes", "1", "-n", "2", "--out", str(out)],
         capture_output=True, text=True, env={k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"},
     )
@@ -140,3 +142,29 @@ def test_contest_score_is_the_mean_of_per_workload_ratios():
     meta = {"submission": "fla-recurrent"}
     assert contest_score(Results(meta=meta, rows=rows)) == pytest.approx((1.5 + 1.0) / 2)
     assert contest_score(Results(meta=meta, rows=rows[1:2])) is None
+
+
+@pytest.fixture
+def other_checkout(tmp_path):
+    """A copy of this checkout's config.toml, solution/ and baselines/; afterwards this checkout
+    is the project again (run_local makes its --root the process's project)."""
+    clone = tmp_path / "clone"
+    for name in ("solution", "baselines"):
+        shutil.copytree(ROOT / name, clone / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "config.toml", clone / "config.toml")
+    yield clone
+    use_project(ROOT)
+
+
+def test_root_names_the_checkout_and_the_report_says_so(other_checkout, capsys, tmp_path):
+    code, out, _ = _main(["--root", str(other_checkout), "--algo", "pt-reference", "--batch-sizes", "1", "-n", "1",
+                          "--out", str(tmp_path / "out")], capsys)
+    assert code == 0 and f"project: {other_checkout} " in out
+    assert json.loads((tmp_path / "out" / "results.json").read_text())["meta"]["root"] == str(other_checkout)
+
+
+def test_root_that_is_no_checkout_exit_2(capsys, tmp_path):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["--root", str(tmp_path)], checkout=ROOT)
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "argument --root: " in err and "has no config.toml and no solution" in err

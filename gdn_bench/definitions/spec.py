@@ -62,7 +62,8 @@ class DefinitionSpec:
         return {a.name: a for a in self.algos}
 
     def submission_entry(self) -> Path:
-        """The submission's entry file (solution/<language>/<file> from config.toml)."""
+        """The submission's entry file in the project checkout (solution/<language>/<file>, from
+        its config.toml)."""
         return self.algos_by_name[self.submission].entry_file()
 
     def reference_source(self) -> str:
