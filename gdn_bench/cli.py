@@ -21,38 +21,10 @@ import os
 import sys
 from pathlib import Path
 
+from gdn_bench.arguments import (add_root_argument, chosen_project, definition_name, output_folder, positive_int,
+                                 positive_ints)
 from gdn_bench.definitions import DEFAULT, DEFINITIONS, resolve
 from gdn_bench.device import prepare_triton
-from gdn_bench.paths import check_checkout, use_project
-
-
-def positive_ints(text: str) -> list[int]:
-    """'1,4,64' -> [1, 4, 64]; anything else is an argparse error."""
-    try:
-        values = [int(x) for x in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-    if any(v <= 0 for v in values):
-        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
-    return values
-
-
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
-    return value
-
-
-def definition_name(text: str) -> str:
-    """A definition's short name from its short or full name; argparse error otherwise."""
-    try:
-        return resolve(text).short
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
@@ -74,26 +46,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--iterations", type=positive_int, help="harness timed calls (default: the contest's)")
     parser.add_argument("--trials", type=positive_int,
                         help=f"harness trials (contest warm-up/iterations/trials: {harness})")
-    parser.add_argument("--out", type=Path, help="results folder (default results/<UTC time>)")
-
-
-def add_root_argument(parser: argparse.ArgumentParser, checkout: Path) -> None:
-    """--root: the project checkout to work on, by default `checkout` (the script's own)."""
-    parser.add_argument("--root", type=Path, default=checkout,
-                        help=f"project checkout: config.toml, solution/, baselines/ (default: this script's, {checkout})")
-
-
-def checked_root(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Path:
-    """args.root resolved, or the parser's one-line error (exit 2) when it is not a checkout."""
-    try:
-        return check_checkout(args.root)
-    except ValueError as e:
-        parser.error(f"argument --root: {e}")
-
-
-def chosen_project(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Path:
-    """The checked --root, made the project checkout of this process (gdn_bench.paths.use_project)."""
-    return use_project(checked_root(parser, args))
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    parser.add_argument("--out", type=output_folder, default=str(Path("results") / now),
+                        help="results folder, checked before anything runs (default results/<UTC time>)")
 
 
 def build_parser(checkout: Path) -> argparse.ArgumentParser:
@@ -117,12 +72,11 @@ def settings_from_args(args: argparse.Namespace):
         if other is not spec and getattr(args, f"sizes_{other.short}") is not None:
             raise ValueError(f"{other.size_flag} applies to --definition {other.short}; "
                              f"{spec.short} selects by {spec.size_flag}")
-    out = args.out or Path("results") / datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     return RunSettings(
         algos=[a.name for a in resolve_algos(spec.algos_by_name, args.algo or spec.submission)],
         dataset=args.dataset, definition=spec.short, num_workloads=args.num_workloads,
         sizes=getattr(args, f"sizes_{spec.short}"), workload_id=args.workload_id,
-        warmup=args.warmup, iterations=args.iterations, trials=args.trials, out=out,
+        warmup=args.warmup, iterations=args.iterations, trials=args.trials, out=args.out,
     )
 
 

@@ -9,11 +9,10 @@ Writes bench_kernel.json and bench_kernel.png under --out (default results/bench
 import argparse
 import json
 import sys
-from pathlib import Path
 
 import torch
 
-from gdn_bench.cli import add_root_argument, chosen_project
+from gdn_bench.arguments import add_root_argument, chosen_project, output_folder
 from gdn_bench.definitions.decode import DECODE, LIBRARY
 from gdn_bench.kernel_bench import BATCH_SIZES, bench
 from gdn_bench.paths import checkout_of
@@ -57,7 +56,7 @@ def as_results(rows: list[dict], gpu: str) -> Results:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--batch-sizes", default=",".join(map(str, BATCH_SIZES)), help="comma-separated")
-    parser.add_argument("--out", type=Path, default=Path("results") / "bench_kernel", help="output folder")
+    parser.add_argument("--out", type=output_folder, default="results/bench_kernel", help="output folder")
     add_root_argument(parser, checkout_of(__file__))
     args = parser.parse_args(argv)
     chosen_project(parser, args)

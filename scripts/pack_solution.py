@@ -14,24 +14,24 @@ import argparse
 import sys
 from pathlib import Path
 
-from gdn_bench.cli import add_root_argument, checked_root, definition_name
+from gdn_bench.arguments import add_root_argument, checked, definition_name, output_file
 from gdn_bench.definitions import DEFAULT, resolve
 from gdn_bench.packing import PackError, pack, read_config, solution_dir, write_solution
-from gdn_bench.paths import CONFIG_NAME, checkout_of
+from gdn_bench.paths import CONFIG_NAME, check_checkout, checkout_of
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--definition", type=definition_name, default=DEFAULT,
                         help=f"decode or prefill, or a full definition name (default {DEFAULT})")
-    parser.add_argument("-o", "--output", type=Path, help="where to write (default: <root>/solution.json)")
+    parser.add_argument("-o", "--output", type=output_file, help="where to write (default: <root>/solution.json)")
     parser.add_argument("--config", type=Path, help=f"config file (default: <root>/{CONFIG_NAME})")
     parser.add_argument("--language", help="pack solution/<language>/ with [build.<language>] (default: [build])")
     parser.add_argument("--source-dir", type=Path, help="source folder (default: <root>/solution/<language>/)")
     add_root_argument(parser, checkout_of(__file__))
     args = parser.parse_args(argv)
-    args.root = checked_root(parser, args)
-    args.output = args.output or args.root / "solution.json"
+    args.root = checked(parser, "--root", check_checkout, args.root)
+    args.output = args.output or checked(parser, "-o/--output", output_file, args.root / "solution.json")
     try:
         config = read_config(args.config or args.root / CONFIG_NAME, args.language, resolve(args.definition).name)
         source_dir = args.source_dir or solution_dir(args.root, config.language)

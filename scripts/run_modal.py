@@ -27,7 +27,8 @@ from pathlib import Path
 
 import modal
 
-from gdn_bench.cli import add_run_arguments, positive_int, report, settings_from_args
+from gdn_bench.arguments import positive_int
+from gdn_bench.cli import add_run_arguments, report, settings_from_args
 from gdn_bench.device import prepare_triton
 from gdn_bench.paths import checkout_of, use_project
 

@@ -13,7 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from gdn_bench.cli import definition_name
+from gdn_bench.arguments import definition_name
 from gdn_bench.definitions import DEFAULT, resolve
 from gdn_bench.paths import checkout_of
 from gdn_bench.submit import SubmitError, push_tag, tag_submission

@@ -10,11 +10,10 @@ derive LAUNCH_TABLE from the fastest per batch size. Needs a GPU.
 import argparse
 import json
 import sys
-from pathlib import Path
 
 import torch
 
-from gdn_bench.cli import add_root_argument, chosen_project
+from gdn_bench.arguments import add_root_argument, chosen_project, output_file
 from gdn_bench.definitions.decode import DECODE
 from gdn_bench.kernel_bench import BATCH_SIZES, best_table, sweep, write_launch_table
 from gdn_bench.paths import checkout_of
@@ -24,7 +23,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--batch-sizes", default=",".join(map(str, BATCH_SIZES)), help="comma-separated")
     parser.add_argument("--write", action="store_true", help="rewrite LAUNCH_TABLE in kernel.py")
-    parser.add_argument("--out", type=Path, default=Path("results") / "tune_launch.json")
+    parser.add_argument("--out", type=output_file, default="results/tune_launch.json", help="the sweep, as JSON")
     add_root_argument(parser, checkout_of(__file__))
     args = parser.parse_args(argv)
     chosen_project(parser, args)

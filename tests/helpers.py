@@ -6,7 +6,6 @@ from pathlib import Path
 
 import torch
 
-from gdn_bench.definitions.decode import DECODE
 from gdn_bench.reference import gdn_decode
 
 ROOT = Path(__file__).resolve().parent.parent  # the checkout under test (conftest makes it the project)

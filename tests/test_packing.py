@@ -118,3 +118,9 @@ def test_root_that_is_no_checkout(tmp_path):
     assert result.returncode == 2 and "pack_solution.py: error: argument --root: " in result.stderr
     assert "Traceback" not in result.stderr
     assert "is not a checkout of the kit: it has no config.toml and no solution" in result.stderr
+
+
+def test_output_that_is_a_folder_exit_2_before_packing(tmp_path):
+    result = _run("-o", tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert f"argument -o/--output: {tmp_path} is a folder; name a file in it" in result.stderr

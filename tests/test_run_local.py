@@ -168,3 +168,15 @@ def test_root_that_is_no_checkout_exit_2(capsys, tmp_path):
         cli.main(["--root", str(tmp_path)], checkout=ROOT)
     err = capsys.readouterr().err
     assert e.value.code == 2 and "argument --root: " in err and "has no config.toml and no solution" in err
+
+
+@pytest.mark.parametrize("make", ["file", "file-parent"])
+def test_out_that_cannot_be_a_folder_exit_2_before_any_work(make, capsys, tmp_path):
+    (tmp_path / "taken").write_text("x")
+    out = tmp_path / "taken" if make == "file" else tmp_path / "taken" / "sub"
+    with pytest.raises(SystemExit) as e:
+        cli.main(["--algo", "pt-reference", "--out", str(out)], checkout=ROOT)
+    err = capsys.readouterr().err
+    last = err.strip().splitlines()[-1]  # after the usage: one line, naming the flag
+    assert e.value.code == 2 and "Traceback" not in err and last.startswith("run_local.py: error: argument --out: ")
+    assert last.endswith("taken exists and is not a folder" if make == "file" else "taken is a file, not a folder")
