@@ -35,7 +35,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     defaults = ", ".join(f"{s.submission} for {s.short}" for s in DEFINITIONS.values())
     parser.add_argument("--algo", default=os.environ.get("ALGO"),
                         help=f"NAME[,NAME...] or 'all' (default: $ALGO, else the submission: {defaults})")
-    parser.add_argument("-n", "--num-workloads", type=positive_int, help="at most this many workloads")
+    per_group = "; ".join(f"{s.short}: {s.group_title}" for s in DEFINITIONS.values())
+    parser.add_argument("-n", "--num-workloads", type=positive_int, metavar="N",
+                        help=f"at most N workloads of each report group, the first in the trace set ({per_group})")
     for spec in DEFINITIONS.values():
         parser.add_argument(spec.size_flag, type=positive_ints, dest=f"sizes_{spec.short}",
                             help=f"{spec.short}: only these {spec.size_axis} values, e.g. 1,4,64")

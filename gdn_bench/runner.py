@@ -56,27 +56,52 @@ class RunSettings:
 
 
 def select_workloads(workloads: list[Workload], settings: RunSettings, cpu: bool) -> list[Workload]:
-    """Filter a trace set's workloads by --workload-id prefix and by size, then cap at -n.
-    With no filter on CPU, the definition's small CPU subset. With a shard (index, count),
-    only the index-th of `count` near-equal contiguous slices of that selection ordered by
-    size (possibly empty when count exceeds the selection)."""
+    """Filter a trace set's workloads by --workload-id prefix and by size, then keep at most
+    -n of each report group (the first in the trace set's order; spec.group_of: a batch size
+    for decode, a total_seq_len bucket for prefill). With no filter on CPU, the definition's
+    small CPU subset. ValueError when the uuid prefix matches nothing or a requested size has
+    no workload (the message lists the sizes there are). With a shard (index, count), only the
+    index-th of `count` near-equal contiguous slices of that selection ordered by size
+    (possibly empty when count exceeds the selection)."""
     spec = settings.spec
     if settings.workload_id:
         workloads = [w for w in workloads if w.uuid.startswith(settings.workload_id)]
+        if not workloads:
+            raise ValueError(f"no workload's uuid starts with {settings.workload_id!r}")
     if settings.sizes:
+        present = sorted({w.axes[spec.size_axis] for w in workloads})
+        missing = [size for size in settings.sizes if size not in present]
+        if missing:
+            among = " of those --workload-id chose" if settings.workload_id else ""
+            raise ValueError(f"{spec.size_flag}: no workload has {spec.size_axis} {_listed(missing)}; "
+                             f"the {spec.size_axis} values{among} are {_listed(present)}")
         workloads = [w for w in workloads if w.axes[spec.size_axis] in settings.sizes]
     unfiltered = not (settings.workload_id or settings.sizes or settings.num_workloads)
     if cpu and unfiltered:
         workloads = spec.cpu_subset(workloads)
     if settings.num_workloads:
-        workloads = workloads[: settings.num_workloads]
-    if not workloads:
-        raise ValueError(f"no workload matches the given --workload-id / {spec.size_flag}")
+        workloads = first_per_group(workloads, spec.group_of, settings.num_workloads)
     if settings.shard:
         index, count = settings.shard
         workloads = sorted(workloads, key=lambda w: w.axes[spec.size_axis])
         workloads = workloads[len(workloads) * index // count: len(workloads) * (index + 1) // count]
     return workloads
+
+
+def _listed(values) -> str:
+    return ", ".join(map(str, values))
+
+
+def first_per_group(workloads: list[Workload], group_of, count: int) -> list[Workload]:
+    """The first `count` workloads of each group (group_of(axes)), in their original order."""
+    taken: dict[int, int] = {}
+    chosen = []
+    for w in workloads:
+        group = group_of(w.axes)
+        if taken.get(group, 0) < count:
+            taken[group] = taken.get(group, 0) + 1
+            chosen.append(w)
+    return chosen
 
 
 def split(settings: RunSettings, groups: int) -> list[RunSettings]:

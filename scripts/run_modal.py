@@ -126,9 +126,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def jobs(settings, own_dataset: bool) -> list:
     """The (algorithm, size group) jobs: the definition's job_groups per algorithm, no more
-    than the selected workloads (counted here for the definition's own trace set, else
-    bounded by -n). Raises ValueError when nothing of the definition's own trace set is
-    selected."""
+    than the selected workloads (counted here for the definition's own trace set; else -n
+    per group selects at least -n). Raises ValueError when the filters select nothing of the
+    definition's own trace set."""
     from gdn_bench.runner import select_workloads, split
 
     groups = settings.spec.job_groups

@@ -59,8 +59,8 @@ def test_bad_flags_one_message_exit_2(argv, message, capsys):
     (["--seq-lens", "6"], "--seq-lens applies to --definition prefill; decode selects by --batch-sizes"),
     (["--definition", "prefill", "--algo", "fla-recurrent"],
      "unknown algorithm fla-recurrent; valid: triton-chunked, pt-reference"),
-    (["--definition", "prefill", "--seq-lens", "5", "--dataset", str(EMBEDDED_PATH)],
-     "no workload matches the given --workload-id / --seq-lens"),
+    (["--definition", "prefill", "--seq-lens", "5,6", "--dataset", str(EMBEDDED_PATH)],
+     "--seq-lens: no workload has total_seq_len 5; the total_seq_len values are 6, 23, 41, 64, 70"),
 ])
 def test_run_errors_one_message_exit_2(argv, message, capsys, tmp_path):
     code, _, err = _main([*argv, "--out", str(tmp_path)], capsys)
@@ -72,6 +72,14 @@ def test_cpu_selection_is_the_committed_subset():
     assert select_workloads(workloads, RunSettings(algos=[], definition="prefill"), cpu=True) == workloads
     chosen = select_workloads(workloads, RunSettings(algos=[], definition="prefill", sizes=[23, 70]), cpu=True)
     assert [w.axes["total_seq_len"] for w in chosen] == [23, 70]
+
+
+def test_n_takes_that_many_of_each_token_bucket():
+    workloads = PREFILL.planned_workloads()
+    chosen = select_workloads(workloads, RunSettings(algos=[], definition="prefill", num_workloads=2), cpu=False)
+    buckets = [token_bucket(w.axes) for w in chosen]
+    assert buckets == sorted(buckets) and set(buckets) == {token_bucket(w.axes) for w in workloads}
+    assert all(buckets.count(b) == min(2, sum(token_bucket(w.axes) == b for w in workloads)) for b in set(buckets))
 
 
 def test_submission_available_once_its_file_exists():

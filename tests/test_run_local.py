@@ -78,9 +78,25 @@ def test_dataset_without_the_definition(capsys, tmp_path):
     assert code == 2 and "has no definition" in err
 
 
-def test_no_matching_workload(capsys, tmp_path):
-    code, _, err = _main(["--workload-id", "zzzz", "--out", str(tmp_path)], capsys)
-    assert code == 2 and "no workload matches" in err
+@pytest.mark.parametrize("argv, message", [
+    (["--workload-id", "zzzz"], "no workload's uuid starts with 'zzzz'"),
+    (["--batch-sizes", "1,3"], "--batch-sizes: no workload has batch_size 3; the batch_size values are 1, 2, 4, 8, 16, "
+                               "32, 48, 64"),
+], ids=["unknown-uuid", "absent-batch-size"])
+def test_no_matching_workload_says_what_there_is(argv, message, capsys, tmp_path):
+    code, _, err = _main([*argv, "--out", str(tmp_path)], capsys)
+    assert code == 2 and err == f"run_local: error: {message}\n"
+
+
+def test_n_takes_that_many_of_each_batch_size():
+    from gdn_bench.runner import select_workloads
+
+    settings = _settings(["--batch-sizes", "1,64", "-n", "4"])
+    chosen = select_workloads(settings.spec.planned_workloads(), settings, cpu=True)
+    assert [w.axes["batch_size"] for w in chosen] == [1] * 4 + [64] * 4
+    everything = settings.spec.planned_workloads()
+    assert chosen == [w for w in everything if w.axes["batch_size"] == 1][:4] + \
+        [w for w in everything if w.axes["batch_size"] == 64][:4]
 
 
 def test_only_unavailable_algorithms_ran_nothing(capsys, tmp_path):
