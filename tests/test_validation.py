@@ -1,6 +1,10 @@
 """Bad inputs to the Triton kernels (the submission and fla-tma) raise one ValueError
 naming the argument."""
 
+import re
+from fractions import Fraction
+
+import numpy as np
 import pytest
 import torch
 
@@ -58,11 +62,36 @@ def test_non_tensor_is_named(name, device):
         sub.kernel(**args)
 
 
-@pytest.mark.parametrize("scale", [float("nan"), float("inf"), "0.1", torch.ones(2)])
-def test_bad_scale_is_named(scale, device):
+@pytest.mark.parametrize("module", [sub, tma], ids=["fla-recurrent", "fla-tma"])
+@pytest.mark.parametrize("q, got", [(lambda q: q[0], "shape [1, 4, 128]"), (lambda q: q.tolist(), "list"),
+                                    (lambda q: None, "NoneType")], ids=["rank-3", "list", "none"])
+def test_q_of_another_rank_or_kind_says_what_it_got(module, q, got, device):
+    args = _args(device)
+    args["q"] = q(args["q"])
+    with pytest.raises(ValueError, match=rf"^q: expected a \[B, 1, 4, 128\] tensor, got {re.escape(got)}$"):
+        module.kernel(**args)
+
+
+@pytest.mark.parametrize("module", [sub, tma], ids=["fla-recurrent", "fla-tma"])
+@pytest.mark.parametrize("scale", [float("nan"), float("inf"), "0.1", torch.ones(2), True, False,
+                                   torch.tensor(True), torch.tensor(2)],
+                         ids=["nan", "inf", "str", "two-element", "True", "False", "bool-tensor", "int-tensor"])
+def test_bad_scale_is_named(module, scale, device):
     args = dict(_args(device), scale=scale)
     with pytest.raises(ValueError, match=r"^scale: expected"):
-        sub.kernel(**args)
+        module.kernel(**args)
+
+
+@pytest.mark.parametrize("scale", [np.float32(0.15), np.float64(0.15), Fraction(3, 20), 1, np.int64(0)],
+                         ids=["numpy-float32", "numpy-float64", "fraction", "int", "numpy-int-zero"])
+def test_any_real_scale_is_that_number(scale, device):
+    """A real number of any type scales like the same Python float (0 still means 1/sqrt(128))."""
+    outputs = []
+    for value in (scale, float(scale) or None):
+        args = _args(device)
+        sub.kernel(**dict(args, scale=value))
+        outputs.append(args["output"])
+    assert torch.equal(outputs[0], outputs[1])
 
 
 def test_batch_mismatch_is_named(device):
