@@ -9,7 +9,7 @@ from flashinfer_bench import RandomInput, SafetensorsInput, Trace, TraceSet, Wor
 from flashinfer_bench.data import ScalarInput
 
 from gdn_bench.reference import gdn_decode
-from gdn_bench.shapes import HEAD_SIZE, NUM_Q_HEADS, NUM_V_HEADS
+from gdn_bench.shapes import DEFAULT_SCALE, HEAD_SIZE, NUM_Q_HEADS, NUM_V_HEADS
 
 # Contest decode batch mix: batch size -> number of random workloads (54 in all).
 CONTEST_BATCH_MIX = {1: 10, 4: 8, 8: 7, 16: 7, 32: 7, 48: 7, 64: 8}
@@ -29,7 +29,7 @@ def _axes(batch: int) -> dict:
 
 
 def _scale() -> ScalarInput:
-    return ScalarInput(value=1.0 / math.sqrt(HEAD_SIZE))
+    return ScalarInput(value=DEFAULT_SCALE)
 
 
 def random_workloads(name: str) -> list[Workload]:

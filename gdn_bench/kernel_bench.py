@@ -7,7 +7,6 @@ submission and of the copy, and the submission's error against a float64 referen
 and the launch table that picks the fastest; used to regenerate kernel.py's LAUNCH_TABLE.
 """
 
-import math
 import re
 import statistics
 
@@ -19,6 +18,7 @@ from gdn_bench.algos import load_module
 from gdn_bench.definitions.decode import DECODE, LIBRARY, build_definition
 from gdn_bench.reference import gdn_decode
 from gdn_bench.roles import BASELINE
+from gdn_bench.shapes import DEFAULT_SCALE
 from gdn_bench.timing import copy_floor_us, host_time_us, kernel_time_us
 
 BATCH_SIZES = (1, 4, 8, 16, 32, 48, 64, 128, 256, 512)
@@ -41,7 +41,7 @@ def random_inputs(batch: int, seed: int = 0) -> dict:
         q=randn(batch, 1, 4, 128, dtype=bf16), k=randn(batch, 1, 4, 128, dtype=bf16),
         v=randn(batch, 1, 8, 128, dtype=bf16), state=randn(batch, 8, 128, 128), A_log=randn(8),
         a=randn(batch, 1, 8, dtype=bf16), dt_bias=randn(8), b=randn(batch, 1, 8, dtype=bf16),
-        scale=1.0 / math.sqrt(128),
+        scale=DEFAULT_SCALE,
     )
 
 

@@ -27,7 +27,7 @@ from safetensors.torch import save_file
 from tqdm import tqdm
 
 from gdn_bench import trace_cache
-from gdn_bench.shapes import HEAD_SIZE, NUM_Q_HEADS, NUM_V_HEADS
+from gdn_bench.shapes import DEFAULT_SCALE, HEAD_SIZE, NUM_Q_HEADS, NUM_V_HEADS
 
 # Bump when the plan or the tensors change: the cached trace set is then written anew.
 GENERATOR_VERSION = 1
@@ -114,7 +114,7 @@ def model_like_inputs(lengths: Sequence[int], gen: torch.Generator, device: str,
         state=randn(num_seqs, NUM_V_HEADS, HEAD_SIZE, HEAD_SIZE) if with_state else None,
         A_log=randn(NUM_V_HEADS), a=randn(total, NUM_V_HEADS, dtype=bf16), dt_bias=randn(NUM_V_HEADS),
         b=randn(total, NUM_V_HEADS, dtype=bf16), cu_seqlens=cu_seqlens_of(lengths, device),
-        scale=1.0 / math.sqrt(HEAD_SIZE),
+        scale=DEFAULT_SCALE,
     )
 
 
@@ -129,7 +129,7 @@ def plan_workloads(name: str, plan: Sequence[Sequence[int]], kind: str) -> list[
         inputs.update({key: SafetensorsInput(path=blob, tensor_key=key) for key in ("k", "cu_seqlens")})
         axes = {"total_seq_len": sum(lengths), "num_seqs": len(lengths), "len_cu_seqlens": len(lengths) + 1}
         workloads.append(Workload(axes=axes, uuid=wl_uuid,
-                                  inputs={**inputs, "scale": ScalarInput(value=1.0 / math.sqrt(HEAD_SIZE))}))
+                                  inputs={**inputs, "scale": ScalarInput(value=DEFAULT_SCALE)}))
     return workloads
 
 

@@ -1,12 +1,12 @@
 """Shared test helpers: load the submission module, draw inputs, check one call."""
 
-import math
 import os
 from pathlib import Path
 
 import torch
 
 from gdn_bench.reference import gdn_decode
+from gdn_bench.shapes import output_scale
 
 ROOT = Path(__file__).resolve().parent.parent  # the checkout under test (conftest makes it the project)
 KERNEL_PATH = ROOT / "solution" / "triton" / "kernel.py"
@@ -72,7 +72,7 @@ def check_against_float64(inputs: dict, scale, output: torch.Tensor, new_state: 
     got_state = new_state.cpu().double()
     rel = ((got_state - ref_state).norm() / ref_state.norm().clamp_min(1e-300)).item()
     assert rel < 1e-5, f"{what}: new_state normwise relative error {rel:.3e}"
-    s = 1.0 / math.sqrt(D) if scale is None or float(scale) == 0 else float(scale)
+    s = output_scale(scale)
     q_h = cpu["q"][:, 0].double().repeat_interleave(HV // HQ, dim=1)
     magnitude = s * torch.einsum("bhvk,bhk->bhv", ref_state.abs(), q_h.abs())
     bound = BF16_REL * ref_out.abs() + 1e-5 * magnitude + 1e-30
