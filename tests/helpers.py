@@ -5,9 +5,14 @@ from pathlib import Path
 
 import torch
 
+from gdn_bench.definitions.decode import DECODE
 from gdn_bench.reference import gdn_decode
 from gdn_bench.shapes import output_scale
+from gdn_bench.signature import dps_arguments, tensor_inputs
 
+_DECODE = DECODE.build_definition()
+CALL_ORDER = dps_arguments(_DECODE)
+TENSOR_ARGS = tuple(tensor_inputs(_DECODE) + list(_DECODE.outputs))
 ROOT = Path(__file__).resolve().parent.parent  # the checkout under test (conftest makes it the project)
 KERNEL_PATH = ROOT / "solution" / "triton" / "kernel.py"
 HQ, HV, D = 4, 8, 128
@@ -81,9 +86,6 @@ def check_against_float64(inputs: dict, scale, output: torch.Tensor, new_state: 
     assert worst <= 1.0, f"{what}: output error {err.max().item():.3e} exceeds bf16 rounding (ratio {worst:.2f})"
 
 
-INPUT_NAMES = ("q", "k", "v", "state", "A_log", "a", "dt_bias", "b")
-
-
 def call_and_check(fn, batch: int, with_state: bool, scale, seed: int, device: str, what: str,
                    in_place: bool = False) -> None:
     """Call fn(q, k, v, state, A_log, a, dt_bias, b, scale, output, new_state) positionally on
@@ -94,7 +96,8 @@ def call_and_check(fn, batch: int, with_state: bool, scale, seed: int, device: s
     output, new_state = poisoned_outputs(batch, device)
     if in_place:
         new_state = inputs["state"]
-    fn(*(inputs[n] for n in INPUT_NAMES), scale, output, new_state)
+    args = dict(inputs, scale=scale, output=output, new_state=new_state)
+    fn(*(args[n] for n in CALL_ORDER))
     if device.startswith("cuda"):
         torch.cuda.synchronize()
     what = f"{what} B={batch} state={with_state} scale={scale} seed={seed}"

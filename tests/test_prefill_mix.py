@@ -34,7 +34,7 @@ def test_plan_is_deterministic_and_seeded():
 
 
 def test_planned_workloads_match_the_plan():
-    workloads = prefill_mix.contest_mix_workloads(NAME)
+    workloads = prefill_mix.contest_mix_workloads(build_definition())
     plan = prefill_mix.contest_mix_plan()
     assert [w.axes["total_seq_len"] for w in workloads] == [sum(p) for p in plan]
     assert all(w.axes["len_cu_seqlens"] == w.axes["num_seqs"] + 1 for w in workloads)

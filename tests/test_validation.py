@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from gdn_bench.algos import load_module
-from helpers import KERNEL_PATH, ROOT, draw_inputs, poisoned_outputs
+from helpers import KERNEL_PATH, ROOT, TENSOR_ARGS, draw_inputs, poisoned_outputs
 
 sub = load_module(KERNEL_PATH, "gdn_submission_validation")
 tma = load_module(ROOT / "solution" / "triton_tma" / "kernel.py", "gdn_fla_tma_validation")
-NAMES = ("q", "k", "v", "state", "A_log", "a", "dt_bias", "b", "output", "new_state")
+NAMES = TENSOR_ARGS
 
 
 def _args(device, batch=2):

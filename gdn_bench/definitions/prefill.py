@@ -114,7 +114,7 @@ PREFILL = DefinitionSpec(
     group_title="total_seq_len (rounded up to a power of two)",
     harness=Harness(warmup=1, iterations=5, trials=3),  # the contest's flags for prefill
     default_dataset=lambda gpu: contest_mix_root(build_definition()) if gpu else EMBEDDED_PATH,
-    planned_workloads=lambda: contest_mix_workloads(NAME),
+    planned_workloads=lambda: contest_mix_workloads(build_definition()),
     cpu_subset=cpu_subset,
     write_embedded=write_embedded_subset,
     floor_us=None,  # a group mixes batches of different N and T: no single memory floor
