@@ -52,6 +52,33 @@ def worst_margin(got: torch.Tensor, want: torch.Tensor, atol: float = ATOL, rtol
     return float(torch.where(torch.isfinite(ratio), ratio, torch.inf).max())
 
 
+class SolutionCall:
+    """One built solution bound to one workload's inputs, called as the evaluator calls it: a
+    destination-passing solution gets outputs allocated here, once, after the inputs; a
+    value-returning one returns its outputs.
+
+    Calling the object makes one bare call (what timing measures). `outputs()` makes one
+    call and returns the outputs in the definition's order; a destination-passing solution's
+    are filled with NaN first, so an element it never writes shows."""
+
+    def __init__(self, definition: Definition, runnable, inputs: list, device: str):
+        self.definition, self.device, self.runnable = definition, device, runnable
+        self.dps = runnable.metadata.destination_passing_style
+        self.destinations = allocate_outputs(definition, inputs, device) if self.dps else []
+        self.arguments = (*inputs, *self.destinations)
+
+    def __call__(self):
+        return self.runnable(*self.arguments)
+
+    def outputs(self) -> list[torch.Tensor]:
+        if not self.dps:
+            return normalize_result(self.definition, self(), self.device)
+        for t in self.destinations:
+            t.fill_(float("nan"))
+        self()
+        return self.destinations
+
+
 def workload_inputs(definition: Definition, workload: Workload, root: Path | None, device: str) -> list:
     """The inputs flashinfer-bench would feed for this workload (random or from blobs)."""
     blobs = load_safetensors(definition, workload, root) if any(
@@ -104,11 +131,7 @@ def _check_one(definition, runnable, inputs, expected, workload, device, cfg) ->
     axes = dict(workload.axes)
     with torch.no_grad():
         try:
-            if runnable.metadata.destination_passing_style:
-                outputs = [t.fill_(float("nan")) for t in allocate_outputs(definition, inputs, device)]
-                runnable(*inputs, *outputs)
-            else:
-                outputs = normalize_result(definition, runnable(*inputs), device)
+            outputs = SolutionCall(definition, runnable, inputs, device).outputs()
             if device.startswith("cuda"):
                 torch.cuda.synchronize(device)
         except Exception as e:  # noqa: BLE001 - reported as the workload's RUNTIME_ERROR

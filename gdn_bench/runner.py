@@ -22,7 +22,7 @@ import torch
 from flashinfer_bench import Benchmark, BenchmarkConfig, Trace, TraceSet, Workload
 from tqdm import tqdm
 
-from gdn_bench.checking import CheckResult, check_solutions, workload_inputs
+from gdn_bench.checking import CheckResult, SolutionCall, check_solutions, workload_inputs
 from gdn_bench.dataset import load_trace_set
 from gdn_bench.definitions import DEFAULT, DefinitionSpec, resolve
 from gdn_bench.packing import PackError
@@ -254,7 +254,6 @@ def _harness_tier(settings, trace_set, definition, workloads, solutions) -> dict
 def _kernel_tier(spec, definition, root, workloads, solutions, rows: dict) -> None:
     """CUPTI kernel time for every (algorithm, workload) that passed, one algorithm at a time,
     those marked `time_last` after the rest."""
-    from flashinfer_bench.bench.evaluators.utils import allocate_outputs
     from flashinfer_bench.compile import BuilderRegistry
 
     registry = BuilderRegistry.get_instance()
@@ -262,16 +261,8 @@ def _kernel_tier(spec, definition, root, workloads, solutions, rows: dict) -> No
     todo = [(a, w) for a in order for w in workloads if rows[(a, w.uuid)].status == "PASSED"]
     for algo, w in tqdm(todo, desc="kernel time (CUPTI)", unit="case"):
         row = rows[(algo, w.uuid)]
-        runnable = registry.build(definition, solutions[algo])
-        inputs = workload_inputs(definition, w, root, "cuda")
-        if runnable.metadata.destination_passing_style:
-            outputs = allocate_outputs(definition, inputs, "cuda")
-
-            def call():
-                runnable(*inputs, *outputs)
-        else:
-            def call():
-                runnable(*inputs)
+        call = SolutionCall(definition, registry.build(definition, solutions[algo]),
+                            workload_inputs(definition, w, root, "cuda"), "cuda")
         try:
             with torch.no_grad():
                 row.kernel_us = kernel_time_us(call)
