@@ -19,7 +19,7 @@ from gdn_bench.definitions.decode import DECODE, LIBRARY, build_definition
 from gdn_bench.reference import gdn_decode
 from gdn_bench.roles import BASELINE
 from gdn_bench.shapes import DEFAULT_SCALE
-from gdn_bench.timing import copy_floor_us, host_time_us, kernel_time_us
+from gdn_bench.timing import host_time_us, kernel_time_us
 
 BATCH_SIZES = (1, 4, 8, 16, 32, 48, 64, 128, 256, 512)
 
@@ -84,7 +84,7 @@ def bench(batch_sizes=BATCH_SIZES) -> list[dict]:
         row = {
             "batch_size": batch,
             "ours_us": kernel_time_us(lambda: sub.kernel(*args)),
-            "floor_us": copy_floor_us(batch),
+            "floor_us": DECODE.floor_us(batch),
             "state_rel_err": state_err,
             "out_rel_err": out_err,
             "host_ours_us": host_time_us(lambda: sub.kernel(*args)),
@@ -114,7 +114,7 @@ def sweep(batch_sizes=BATCH_SIZES, configs=None, finalists: int = 4, repeats: in
         inputs = random_inputs(batch, seed=batch)
         output, new_state = _outputs(batch)
         args = (*inputs.values(), output, new_state)
-        floor = copy_floor_us(batch)
+        floor = DECODE.floor_us(batch)
 
         def timed(block_v, num_warps):
             sub.LAUNCH_TABLE = ((1 << 62, block_v, num_warps),)

@@ -7,7 +7,7 @@ import torch
 
 from gdn_bench.definitions.decode import DECODE
 from gdn_bench.reference import gdn_decode
-from gdn_bench.shapes import output_scale
+from gdn_bench.shapes import HEAD_SIZE, NUM_Q_HEADS, NUM_V_HEADS, output_scale
 from gdn_bench.signature import dps_arguments, tensor_inputs
 
 _DECODE = DECODE.build_definition()
@@ -15,7 +15,7 @@ CALL_ORDER = dps_arguments(_DECODE)
 TENSOR_ARGS = tuple(tensor_inputs(_DECODE) + list(_DECODE.outputs))
 ROOT = Path(__file__).resolve().parent.parent  # the checkout under test (conftest makes it the project)
 KERNEL_PATH = ROOT / "solution" / "triton" / "kernel.py"
-HQ, HV, D = 4, 8, 128
+HQ, HV, D = NUM_Q_HEADS, NUM_V_HEADS, HEAD_SIZE
 # bf16 rounding of the output: round-to-nearest on a GPU (half an ulp, 2^-8 relative);
 # Triton's interpreter truncates float32 -> bfloat16 instead (up to a whole ulp, 2^-7).
 BF16_REL = 2.0**-7 if os.environ.get("TRITON_INTERPRET") == "1" else 2.0**-8
