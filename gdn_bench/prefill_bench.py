@@ -26,7 +26,7 @@ from gdn_bench.definitions.prefill import LIBRARY, PREFILL
 from gdn_bench.prefill_mix import model_like_inputs
 from gdn_bench.reference_prefill import gdn_prefill, run
 from gdn_bench.roles import BASELINE
-from gdn_bench.shapes import HEAD_SIZE, NUM_V_HEADS
+from gdn_bench.signature import empty_outputs
 from gdn_bench.timing import kernel_time_us
 
 SEQ_LENS = (6, 64, 300, 1024, 4096, 8192)
@@ -80,9 +80,9 @@ def _baselines() -> dict:
             for name in BASELINES if algos[name].unavailable() is None}
 
 
-def _outputs(total: int, num_seqs: int):
-    return (torch.empty(total, NUM_V_HEADS, HEAD_SIZE, dtype=torch.bfloat16, device="cuda"),
-            torch.empty(num_seqs, NUM_V_HEADS, HEAD_SIZE, HEAD_SIZE, device="cuda"))
+def _outputs(definition, total: int, num_seqs: int):
+    axes = {"total_seq_len": total, "num_seqs": num_seqs, "len_cu_seqlens": num_seqs + 1}
+    return empty_outputs(definition, axes, "cuda")
 
 
 def _margin(outputs, reference) -> float:
@@ -93,6 +93,7 @@ def bench(shapes, configs=({},), seed: int = 0) -> list[dict]:
     """One row per (T, N, variant of ours): see the module docstring. Times in µs."""
     variants = [(variant_label(c), load_variant(c, i)) for i, c in enumerate(configs)]
     baselines = _baselines()
+    definition = PREFILL.build_definition()
     rows = []
     for total, num_seqs in tqdm(shapes, desc="bench_prefill", unit="shape"):
         gen = torch.Generator(device="cuda").manual_seed(seed)
@@ -102,7 +103,7 @@ def bench(shapes, configs=({},), seed: int = 0) -> list[dict]:
         ref32 = run(*args)  # the definition's reference, in the definition's dtypes
         base_us = {name: kernel_time_us(lambda r=runnable: r(*args)) for name, runnable in baselines.items()}
         for label, module in variants:
-            first, second = _outputs(total, num_seqs), _outputs(total, num_seqs)
+            first, second = _outputs(definition, total, num_seqs), _outputs(definition, total, num_seqs)
             module.kernel(*args, *first)
             module.kernel(*args, *second)
             torch.cuda.synchronize()

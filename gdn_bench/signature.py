@@ -5,6 +5,7 @@ A destination-passing call takes the inputs, then the outputs, in the Definition
 value-returning one takes the inputs and returns the outputs in that order.
 """
 
+import torch
 from flashinfer_bench import Definition
 
 
@@ -16,3 +17,19 @@ def tensor_inputs(definition: Definition) -> list[str]:
 def dps_arguments(definition: Definition) -> list[str]:
     """The names of a destination-passing call's arguments: inputs, then outputs."""
     return [*definition.inputs, *definition.outputs]
+
+
+def random_inputs(definition: Definition, axes: dict, gen: torch.Generator, scalars: dict) -> dict:
+    """Inputs as flashinfer-bench draws `random` ones, but from `gen` (on its device): each
+    tensor N(0, 1) in float32, then cast to its dtype, in call order; each scalar from `scalars`."""
+    shapes = dict(zip(definition.inputs, definition.get_input_shapes(axes)))
+    dtypes = dict(zip(definition.inputs, definition.torch_input_dtypes))
+    return {name: scalars[name] if shapes[name] is None else
+            torch.randn(*shapes[name], generator=gen, device=gen.device).to(dtypes[name])
+            for name in definition.inputs}
+
+
+def empty_outputs(definition: Definition, axes: dict, device: str) -> list[torch.Tensor]:
+    """Uninitialized output tensors for a destination-passing call, in call order."""
+    return [torch.empty(*shape, dtype=dtype, device=device)
+            for shape, dtype in zip(definition.get_output_shapes(axes), definition.torch_output_dtypes)]

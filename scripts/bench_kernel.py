@@ -12,33 +12,13 @@ import sys
 
 import torch
 
-from gdn_bench.arguments import add_root_argument, chosen_project, output_folder
+from gdn_bench.arguments import add_root_argument, chosen_project, output_folder, positive_ints
 from gdn_bench.definitions.decode import DECODE, LIBRARY
-from gdn_bench.kernel_bench import BATCH_SIZES, bench
+from gdn_bench.kernel_bench import BATCH_SIZES, bench, format_rows
 from gdn_bench.paths import checkout_of
 from gdn_bench.report import plot
 from gdn_bench.results import Results, Row
 from gdn_bench.roles import BASELINE
-
-COLUMNS = (("B", "batch_size", "d"), ("ours µs", "ours_us", ".2f"), ("floor µs", "floor_us", ".2f"),
-           ("×floor", "x_floor", ".3f"), ("FI µs", f"{BASELINE}_us", ".2f"), ("FLA µs", f"{LIBRARY}_us", ".2f"),
-           ("FI/ours", "vs_fi", ".3f"), ("host ours", "host_ours_us", ".1f"), ("host copy", "host_copy_us", ".1f"),
-           ("host ×", "host_ratio", ".2f"), ("state err", "state_rel_err", ".1e"), ("out err", "out_rel_err", ".1e"))
-
-
-def _derive(row: dict) -> dict:
-    row["x_floor"] = row["ours_us"] / row["floor_us"]
-    row["host_ratio"] = row["host_ours_us"] / row["host_copy_us"]
-    if f"{BASELINE}_us" in row:
-        row["vs_fi"] = row[f"{BASELINE}_us"] / row["ours_us"]
-    return row
-
-
-def format_rows(rows: list[dict]) -> str:
-    lines = ["  ".join(f"{title:>9}" for title, _, _ in COLUMNS)]
-    for row in rows:
-        lines.append("  ".join(f"{row[key]:>9{spec}}" if key in row else f"{'-':>9}" for _, key, spec in COLUMNS))
-    return "\n".join(lines)
 
 
 def as_results(rows: list[dict], gpu: str) -> Results:
@@ -55,7 +35,8 @@ def as_results(rows: list[dict], gpu: str) -> Results:
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--batch-sizes", default=",".join(map(str, BATCH_SIZES)), help="comma-separated")
+    parser.add_argument("--batch-sizes", type=positive_ints, default=list(BATCH_SIZES),
+                        help=f"comma-separated (default {','.join(map(str, BATCH_SIZES))})")
     parser.add_argument("--out", type=output_folder, default="results/bench_kernel", help="output folder")
     add_root_argument(parser, checkout_of(__file__))
     args = parser.parse_args(argv)
@@ -63,7 +44,7 @@ def main(argv=None) -> int:
     if not torch.cuda.is_available():
         print("bench_kernel: error: needs a CUDA GPU (CUPTI timing)", file=sys.stderr)
         return 2
-    rows = [_derive(r) for r in bench([int(b) for b in args.batch_sizes.split(",")])]
+    rows = bench(args.batch_sizes)
     gpu = torch.cuda.get_device_name()
     print(f"GPU: {gpu}; kernel times: CUPTI, cold L2, median; host: median wall time of sync; call; sync")
     print(format_rows(rows))

@@ -13,15 +13,17 @@ import sys
 
 import torch
 
-from gdn_bench.arguments import add_root_argument, chosen_project, output_file
+from gdn_bench.arguments import add_root_argument, chosen_project, output_file, positive_ints
 from gdn_bench.definitions.decode import DECODE
-from gdn_bench.kernel_bench import BATCH_SIZES, best_table, sweep, write_launch_table
+from gdn_bench.kernel_bench import BATCH_SIZES
+from gdn_bench.launch_tuning import best_table, sweep, write_launch_table
 from gdn_bench.paths import checkout_of
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--batch-sizes", default=",".join(map(str, BATCH_SIZES)), help="comma-separated")
+    parser.add_argument("--batch-sizes", type=positive_ints, default=list(BATCH_SIZES),
+                        help=f"comma-separated (default {','.join(map(str, BATCH_SIZES))})")
     parser.add_argument("--write", action="store_true", help="rewrite LAUNCH_TABLE in kernel.py")
     parser.add_argument("--out", type=output_file, default="results/tune_launch.json", help="the sweep, as JSON")
     add_root_argument(parser, checkout_of(__file__))
@@ -30,7 +32,7 @@ def main(argv=None) -> int:
     if not torch.cuda.is_available():
         print("tune_launch: error: needs a CUDA GPU", file=sys.stderr)
         return 2
-    rows = sweep([int(b) for b in args.batch_sizes.split(",")])
+    rows = sweep(args.batch_sizes)
     configs = sorted({(r["block_v"], r["num_warps"]) for r in rows})
     print(f"GPU: {torch.cuda.get_device_name()}; µs (CUPTI, cold L2, median) per (BV, warps); * = fastest")
     print(f"{'B':>4} {'floor':>7} " + " ".join(f"{f'{bv}/{w}':>7}" for bv, w in configs))
