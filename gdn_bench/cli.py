@@ -86,12 +86,13 @@ def report(results, out: Path) -> int:
     """Print the table and write the report under `out`; the exit status: 0 when every
     (algorithm, workload) passed, else 1."""
     from gdn_bench.report import format_table, write_report
+    from gdn_bench.results import summarize
 
-    print(format_table(results))
-    paths = write_report(results, Path(out))
-    print(f"wrote {paths['json']}, {paths['plot']}, {paths['table']}")
-    ok = results.rows and all(r.status == "PASSED" for r in results.rows)
-    return 0 if ok else 1
+    summary = summarize(results, resolve(results.meta["definition"]).group_of)
+    print(format_table(results, summary))
+    paths = write_report(results, summary, Path(out))
+    print(f"wrote {', '.join(map(str, paths.values()))}")
+    return 0 if summary.total and summary.passed == summary.total else 1
 
 
 def main(argv=None, *, checkout: Path) -> int:

@@ -16,21 +16,8 @@ from gdn_bench.arguments import add_root_argument, chosen_project, output_folder
 from gdn_bench.definitions.decode import DECODE, LIBRARY
 from gdn_bench.kernel_bench import BATCH_SIZES, bench, format_rows
 from gdn_bench.paths import checkout_of
-from gdn_bench.report import plot
-from gdn_bench.results import Results, Row
+from gdn_bench.plots import kernel_time_plot
 from gdn_bench.roles import BASELINE
-
-
-def as_results(rows: list[dict], gpu: str) -> Results:
-    """The rows as a Results, so report.plot draws them like run_local's."""
-    results = Results(meta={"gpu": gpu, "definition": DECODE.name})
-    for row in rows:
-        batch = row["batch_size"]
-        results.floors_us[batch] = row["floor_us"]
-        for algo, key in ((DECODE.submission, "ours_us"), (BASELINE, f"{BASELINE}_us"), (LIBRARY, f"{LIBRARY}_us")):
-            if key in row:
-                results.rows.append(Row(algo, f"B{batch}", {"batch_size": batch}, "PASSED", kernel_us=row[key]))
-    return results
 
 
 def main(argv=None) -> int:
@@ -50,7 +37,10 @@ def main(argv=None) -> int:
     print(format_rows(rows))
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "bench_kernel.json").write_text(json.dumps({"gpu": gpu, "rows": rows}, indent=2))
-    plot(as_results(rows, gpu), args.out / "bench_kernel.png")
+    series = {name: [(r["batch_size"], r[key]) for r in rows if key in r]
+              for name, key in ((DECODE.submission, "ours_us"), (BASELINE, f"{BASELINE}_us"), (LIBRARY, f"{LIBRARY}_us"))}
+    kernel_time_plot(series, args.out / "bench_kernel.png", "batch size", f"{DECODE.name} on {gpu}",
+                     floor=[(r["batch_size"], r["floor_us"]) for r in rows])
     print(f"wrote {args.out / 'bench_kernel.json'} and {args.out / 'bench_kernel.png'}")
     return 0
 

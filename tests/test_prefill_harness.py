@@ -142,12 +142,13 @@ def test_worst_margin_decides_like_flashinfer_bench():
 def test_non_finite_margin_is_reported_and_json_safe(tmp_path):
     """An output with NaN gives an infinite margin: None in results.json, inf in the table."""
     from gdn_bench.report import format_table, write_report
-    from gdn_bench.results import Results, Row
+    from gdn_bench.results import Results, Row, summarize
 
     axes = {"total_seq_len": 6, "num_seqs": 1, "len_cu_seqlens": 2}
     row = Row("triton-chunked", "w1", axes, "INCORRECT_NUMERICAL", margins={"output": None, "new_state": 0.1})
     results = Results(meta={"definition": NAME, "mode": "cpu-correctness"}, rows=[row])
     assert row.worst_margin == float("inf")
-    write_report(results, tmp_path)
+    summary = summarize(results, PREFILL.group_of)
+    write_report(results, summary, tmp_path)
     assert json.loads((tmp_path / "results.json").read_text())["rows"][0]["margins"]["output"] is None
-    assert "inf" in format_table(results).splitlines()[-2]
+    assert "inf" in format_table(results, summary).splitlines()[-2]
