@@ -32,6 +32,17 @@ def positive_int(text: str) -> int:
     return value
 
 
+def seed(text: str) -> int:
+    """A random seed: an integer from 0 to 2**63 - 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer seed, got {text!r}") from None
+    if not 0 <= value < 2**63:
+        raise argparse.ArgumentTypeError(f"expected a seed from 0 to 2**63 - 1, got {text}")
+    return value
+
+
 def definition_name(text: str) -> str:
     """A definition's short name from its short or full name; argparse error otherwise."""
     try:

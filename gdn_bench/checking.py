@@ -8,6 +8,7 @@ runs it too, for the margins. Outputs are poisoned with NaN before each call, so
 the solution never writes fails the check.
 """
 
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -79,12 +80,23 @@ class SolutionCall:
         return self.destinations
 
 
-def workload_inputs(definition: Definition, workload: Workload, root: Path | None, device: str) -> list:
-    """The inputs flashinfer-bench would feed for this workload (random or from blobs)."""
+def workload_seed(seed: int, uuid: str) -> int:
+    """The seed of one workload's random inputs, from the run's seed and the workload's uuid
+    alone: a workload draws the same inputs whichever others run with it."""
+    return int.from_bytes(hashlib.sha256(f"{seed}:{uuid}".encode()).digest()[:8], "big") >> 1
+
+
+def workload_inputs(definition: Definition, workload: Workload, root: Path | None, device: str, seed: int) -> list:
+    """The inputs flashinfer-bench would feed for this workload: blobs as stored, `random`
+    ones drawn as it draws them (torch's default generator) but seeded with
+    workload_seed(seed, uuid), which leaves the caller's generator state untouched."""
     blobs = load_safetensors(definition, workload, root) if any(
         spec.type == "safetensors" for spec in workload.inputs.values()
     ) else {}
-    return gen_inputs(definition, workload, device=device, safe_tensors=blobs)
+    devices = [torch.device(device).index or 0] if device.startswith("cuda") else []
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(workload_seed(seed, workload.uuid))
+        return gen_inputs(definition, workload, device=device, safe_tensors=blobs)
 
 
 def check_solutions(
@@ -93,11 +105,13 @@ def check_solutions(
     workloads: list[Workload],
     root: Path | None,
     device: str,
+    seed: int,
     progress: Callable[[], None] | None = None,
 ) -> dict[str, list[CheckResult]]:
     """Run every solution on each workload and compare every output with the reference at
-    the evaluator's tolerances. Each workload's inputs are drawn once and its reference run
-    once; every solution gets its own copy of the inputs (some update the state in place).
+    the evaluator's tolerances. Each workload's inputs are drawn once (workload_inputs, from
+    `seed`) and its reference run once; every solution gets its own copy of the inputs (some
+    update the state in place).
 
     Returns {solution key: one CheckResult per workload}; `progress`, if given, is called
     once per finished (solution, workload).
@@ -113,7 +127,7 @@ def check_solutions(
         except Exception as e:  # noqa: BLE001 - any build failure is this solution's COMPILE_ERROR
             results[key] = [CheckResult(w.uuid, dict(w.axes), "COMPILE_ERROR", message=str(e)) for w in workloads]
     for workload in workloads:
-        inputs = workload_inputs(definition, workload, root, device)
+        inputs = workload_inputs(definition, workload, root, device, seed)
         with torch.no_grad():
             expected = normalize_result(definition, reference(*_copies(inputs)), device)
         for key, runnable in runnables.items():

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from gdn_bench.arguments import (add_root_argument, chosen_project, definition_name, output_folder, positive_int,
-                                 positive_ints)
+                                 positive_ints, seed)
 from gdn_bench.definitions import DEFAULT, DEFINITIONS, resolve
 from gdn_bench.device import prepare_triton
 
@@ -48,6 +48,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--iterations", type=positive_int, help="harness timed calls (default: the contest's)")
     parser.add_argument("--trials", type=positive_int,
                         help=f"harness trials (contest warm-up/iterations/trials: {harness})")
+    parser.add_argument("--seed", type=seed, default=0,
+                        help="seed of the random inputs the kit draws (each workload's from it and its uuid), "
+                             "printed in the report; default 0")
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     parser.add_argument("--out", type=output_folder, default=str(Path("results") / now),
                         help="results folder, checked before anything runs (default results/<UTC time>)")
@@ -78,7 +81,7 @@ def settings_from_args(args: argparse.Namespace):
         algos=[a.name for a in resolve_algos(spec.algos_by_name, args.algo or spec.submission)],
         dataset=args.dataset, definition=spec.short, num_workloads=args.num_workloads,
         sizes=getattr(args, f"sizes_{spec.short}"), workload_id=args.workload_id,
-        warmup=args.warmup, iterations=args.iterations, trials=args.trials, out=args.out,
+        warmup=args.warmup, iterations=args.iterations, trials=args.trials, seed=args.seed, out=args.out,
     )
 
 
@@ -88,7 +91,7 @@ def report(results, out: Path) -> int:
     from gdn_bench.report import format_table, write_report
     from gdn_bench.results import summarize
 
-    summary = summarize(results, resolve(results.meta["definition"]).group_of)
+    summary = summarize(results, resolve(results.meta["definition"]))
     print(format_table(results, summary))
     paths = write_report(results, summary, Path(out))
     print(f"wrote {', '.join(map(str, paths.values()))}")

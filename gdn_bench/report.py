@@ -4,6 +4,7 @@ total_seq_len rounded up to a power of two for prefill), results.json, and a PNG
 kernel time against that group per algorithm, with the memory floor where there is one."""
 
 import json
+import textwrap
 from pathlib import Path
 
 from gdn_bench.definitions import DefinitionSpec, resolve
@@ -11,14 +12,18 @@ from gdn_bench.plots import kernel_time_plot
 from gdn_bench.results import Results, Summary
 
 HARNESS_NOTE = (
-    "harness = flashinfer-bench 0.1.2's latency: it synchronizes inside its timing loop, so it "
-    "includes host launch cost (flashinfer-bench issue #195).\n"
-    "kernel  = CUPTI GPU time per call, cold L2 (256 MB flush), first kernel start to last kernel "
-    "end, median: the official evaluator's method."
+    "harness  = flashinfer-bench 0.1.2's latency: it synchronizes inside its timing loop, so it includes host "
+    "launch cost (flashinfer-bench issue #195).\n"
+    "kernel   = CUPTI GPU time per call, cold L2 (256 MB flush), first kernel start to last kernel end, median: "
+    "the official evaluator's method."
 )
-FLOOR_NOTE = "floor   = the same measurement of new_state.copy_(state): the bytes any kernel must move."
-MARGIN_NOTE = ("margin  = worst over elements and outputs of |err| / max(atol, rtol·|ref|), atol = rtol = 1e-2: "
-               "an element fails only above 1.")
+FLOOR_NOTE = "floor    = the same measurement of new_state.copy_(state): the bytes any kernel must move."
+INDENT = " " * 12  # continuation lines of the header
+CPU_BANNER = (
+    "NO CUDA GPU: correctness only. Triton's interpreter ran the kernels on the CPU, and the kit's\n"
+    "own checker (gdn_bench/checking.py) compared every output with the definition's reference\n"
+    "(flashinfer-bench's Benchmark needs a GPU). Nothing was timed: timing needs a GPU (CUPTI)."
+)
 
 
 def _fmt(value, spec=".2f", suffix=""):
@@ -29,43 +34,68 @@ def _spec(results: Results) -> DefinitionSpec:
     return resolve(results.meta.get("definition", "decode"))
 
 
-def _root_line(meta: dict) -> str:
-    line = f"project: {meta.get('root')} (config.toml, solution/, baselines/)"
-    return line + (f"; harness: gdn_bench from {meta['package']}" if meta.get("package") else "")
+def _workloads_lines(meta: dict, summary: Summary) -> list[str]:
+    """How many workloads ran and how they were chosen; then which, by size and kind."""
+    count = sum(w["count"] for w in summary.workloads)
+    kinds = {w["kind"] for w in summary.workloads}
+    items = [f"{w['label']}{'' if len(kinds) == 1 else ' ' + w['kind']} ×{w['count']}" for w in summary.workloads]
+    shown = ", ".join(items) + (f" (all {kinds.pop()})" if len(kinds) == 1 else "")
+    return [f"workloads:  {count} of the trace set's {meta.get('available')}, {meta.get('selection')}:",
+            *textwrap.wrap(shown, width=100, initial_indent=INDENT, subsequent_indent=INDENT)]
+
+
+def header(results: Results, summary: Summary) -> list[str]:
+    """What ran, on what, how it was checked: the lines above the table."""
+    meta, spec = results.meta, _spec(results)
+    cpu = meta.get("mode") == "cpu-correctness"
+    atol, rtol = meta["check"]["atol"], meta["check"]["rtol"]
+    seed = meta.get("seed")
+    lines = ["=" * 96, CPU_BANNER, "=" * 96] if cpu else [f"GPU: {meta.get('gpu')}"]
+    package = f"; harness: gdn_bench from {meta['package']}" if meta.get("package") else ""
+    inputs = f"random tensors drawn from seed {seed} (replay: --seed {seed}), stored ones from the trace set"
+    if not cpu:
+        inputs += "; flashinfer-bench's Benchmark (status, max abs, harness µs) draws its own, unseeded"
+    lines += [
+        f"definition: {spec.name}   date: {meta.get('date')}",
+        f"project:    {meta.get('root')} (config.toml, solution/, baselines/){package}",
+        f"trace set:  {meta.get('dataset')}",
+        *_workloads_lines(meta, summary),
+        f"inputs:     {inputs}",
+        f"check:      atol = {atol:g}, rtol = {rtol:g}: an element fails only when |err| > atol AND "
+        "|err| > rtol·|ref|,",
+        f"{INDENT}so a large relative error on a near-zero element passes.",
+        "margin:     worst over elements and outputs of |err| / max(atol, rtol·|ref|), what decides: "
+        "the check passes when it is <= 1.",
+    ]
+    if cpu:
+        lines += [f"{INDENT}The interpreter truncates float32 to bfloat16 (a GPU rounds to nearest), so bf16 "
+                  "outputs carry up to", f"{INDENT}2^-7 relative error on CPU: margins near 0.78 are that rounding."]
+    else:
+        lines.append(HARNESS_NOTE + ("\n" + FLOOR_NOTE if spec.floor_us is not None else ""))
+    return lines
 
 
 def format_table(results: Results, summary: Summary) -> str:
-    """The console report: banner, table, skipped algorithms, summary line."""
+    """The console report: header, table, skipped algorithms, summary line."""
     spec = _spec(results)
-    out = []
     cpu = results.meta.get("mode") == "cpu-correctness"
     floors = spec.floor_us is not None
-    if cpu:
-        out.append("=" * 78)
-        out.append(f"NO CUDA GPU: correctness only (Triton interpreter on CPU), on a small subset ({spec.short}).")
-        out.append("Timing was skipped: the tiers below need a GPU (CUPTI).")
-        out.append("=" * 78)
-    else:
-        out.append(f"GPU: {results.meta.get('gpu')}   date: {results.meta.get('date')}   definition: {spec.name}")
-        out.append(HARNESS_NOTE + ("\n" + FLOOR_NOTE if floors else ""))
-    out.append(_root_line(results.meta))
-    out.append(MARGIN_NOTE)
-    header = f"{spec.group_label:>5} {'algorithm':<14} {'status':<12} {'max abs':>9} {'max rel':>9} {'margin':>8}"
+    statuses = [f"{line.passed}/{line.total} ok" if not line.failures else
+                f"{line.passed}/{line.total}: {','.join(line.failures)}" for line in summary.lines]
+    width = max([len("status"), *map(len, statuses)])
+    columns = f"{spec.group_label:>5} {'algorithm':<14} {'status':<{width}} {'max abs':>9} {'margin':>8}"
     if not cpu:
-        header += f" {'harness µs':>11} {'kernel µs':>10}"
-        header += f" {'floor µs':>9} {'×floor':>7}" if floors else ""
-        header += f" {'vs ref':>8} {'vs FI':>7}"
-    out.append(header)
-    out.append("-" * len(header))
+        columns += f" {'harness µs':>11} {'kernel µs':>10}"
+        columns += f" {'floor µs':>9} {'×floor':>7}" if floors else ""
+        columns += f" {'vs ref':>8} {'vs FI':>7}"
+    out = [*header(results, summary), "", columns, "-" * len(columns)]
     last_group = None
-    for line in summary.lines:
+    for line, status in zip(summary.lines, statuses):
         if last_group is not None and line.group != last_group:
             out.append("")
         last_group = line.group
-        status = f"{line.passed}/{line.total} ok" if not line.failures else ",".join(line.failures)
-        text = (f"{line.group:>5} {line.algo:<14} {status:<12} "
-                f"{_fmt(line.max_abs_error, '.2e'):>9} {_fmt(line.max_rel_error, '.2e'):>9}"
-                f" {_fmt(line.worst_margin, '.3f'):>8}")
+        text = (f"{line.group:>5} {line.algo:<14} {status:<{width}} "
+                f"{_fmt(line.max_abs_error, '.2e'):>9} {_fmt(line.worst_margin, '.3f'):>8}")
         if not cpu:
             text += f" {_fmt(line.harness_us, '.1f'):>11} {_fmt(line.kernel_us):>10}"
             if floors:

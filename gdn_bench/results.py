@@ -13,10 +13,13 @@ gdn_bench.report only renders it.
 
 import math
 import statistics
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
 
 from gdn_bench.roles import BASELINE, REFERENCE
+
+if TYPE_CHECKING:  # only for the annotation: this module imports nothing heavy
+    from gdn_bench.definitions import DefinitionSpec
 
 
 @dataclass
@@ -31,6 +34,7 @@ class Row:
     harness_us: float | None = None
     kernel_us: float | None = None
     message: str = ""
+    kind: str = ""  # how the workload's inputs were made (DefinitionSpec.workload_kind), e.g. "random"
 
     @property
     def worst_margin(self) -> float | None:
@@ -144,17 +148,21 @@ class Summary:
     algos: dict[str, dict]  # per algorithm: passed, total, score_vs_fi_baseline
     score: float | None  # the submission's contest-style score, if fi-baseline ran
     lines: list[GroupLine]
+    workloads: list[dict]  # the workloads checked: label, kind and how many, in report order
 
     def to_json(self) -> dict:
         """As JSON-able data: a non-finite number (an infinite margin) is None."""
         lines = [{k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in asdict(line).items()}
                  for line in self.lines]
-        return {"passed": self.passed, "total": self.total, "algos": self.algos, "score": self.score, "groups": lines}
+        return {"passed": self.passed, "total": self.total, "algos": self.algos, "score": self.score, "groups": lines,
+                "workloads": self.workloads}
 
 
-def summarize(results: Results, group_of: Callable[[dict], int]) -> Summary:
-    """Pass counts, the contest-style score of every algorithm, and one GroupLine per (report
-    group, algorithm), groups given by group_of(axes) (the definition's)."""
+def summarize(results: Results, spec: "DefinitionSpec") -> Summary:
+    """Pass counts, the contest-style score of every algorithm, one GroupLine per (report
+    group, algorithm), and the workloads by label and kind; groups and labels as the
+    definition's spec gives them from a workload's axes (group_of, workload_label)."""
+    group_of, label_of = spec.group_of, spec.workload_label
     by_group: dict[tuple[int, str], list[Row]] = {}
     for r in sorted(results.rows, key=lambda r: group_of(r.axes)):
         by_group.setdefault((group_of(r.axes), r.algo), []).append(r)
@@ -182,5 +190,9 @@ def summarize(results: Results, group_of: Callable[[dict], int]) -> Summary:
         rows = [r for r in results.rows if r.algo == algo]
         algos[algo] = {"passed": sum(r.status == "PASSED" for r in rows), "total": len(rows),
                        "score_vs_fi_baseline": contest_score(results, algo)}
+    counts: dict[tuple[str, str], int] = {}
+    for r in sorted({r.workload: r for r in results.rows}.values(), key=Row.order):
+        counts[(label_of(r.axes), r.kind)] = counts.get((label_of(r.axes), r.kind), 0) + 1
     return Summary(passed=sum(r.status == "PASSED" for r in results.rows), total=len(results.rows), algos=algos,
-                   score=contest_score(results), lines=lines)
+                   score=contest_score(results), lines=lines,
+                   workloads=[{"label": label, "kind": kind, "count": n} for (label, kind), n in counts.items()])

@@ -22,7 +22,7 @@ import torch
 from flashinfer_bench import Benchmark, BenchmarkConfig, Trace, TraceSet, Workload
 from tqdm import tqdm
 
-from gdn_bench.checking import CheckResult, SolutionCall, check_solutions, workload_inputs
+from gdn_bench.checking import ATOL, RTOL, CheckResult, SolutionCall, check_solutions, workload_inputs
 from gdn_bench.dataset import load_trace_set
 from gdn_bench.definitions import DEFAULT, DefinitionSpec, resolve
 from gdn_bench.packing import PackError
@@ -36,7 +36,8 @@ class RunSettings:
     """One run. `definition` is a short or full name; `dataset` None means the definition's
     default trace set; `sizes` filters the definition's size axis (batch_size for decode,
     total_seq_len for prefill); warmup / iterations / trials None take the contest's values
-    for the definition."""
+    for the definition. `seed` draws the random inputs of the kit's own checks and timings
+    (checking.workload_inputs); flashinfer-bench's Benchmark draws its own."""
 
     algos: list[str]
     dataset: Path | None = None
@@ -47,6 +48,7 @@ class RunSettings:
     warmup: int | None = None
     iterations: int | None = None
     trials: int | None = None
+    seed: int = 0
     out: Path = Path("results")
     shard: tuple[int, int] | None = None  # (index, count): one slice of the selection, see select_workloads
 
@@ -121,6 +123,21 @@ def _str_or_none(value) -> str | None:
     return None if value is None else str(value)
 
 
+def selection_note(settings: RunSettings, cpu: bool) -> str:
+    """How the workloads were chosen, in words, for the report."""
+    spec = settings.spec
+    chosen = []
+    if settings.workload_id:
+        chosen.append(f"--workload-id {settings.workload_id}")
+    if settings.sizes:
+        chosen.append(f"{spec.size_flag} {_listed(settings.sizes).replace(' ', '')}")
+    if settings.num_workloads:
+        chosen.append(f"-n {settings.num_workloads} (the first {settings.num_workloads} of each {spec.group_title})")
+    if chosen:
+        return "chosen by " + ", ".join(chosen)
+    return f"the default CPU subset: {spec.cpu_subset_note}" if cpu else "the whole trace set"
+
+
 def _meta(settings: RunSettings, trace_set: TraceSet, cpu: bool) -> dict:
     def version(pkg):
         try:
@@ -136,6 +153,10 @@ def _meta(settings: RunSettings, trace_set: TraceSet, cpu: bool) -> dict:
         "root": str(project_root()),
         "package": _str_or_none(harness_outside_project()),  # gdn_bench's folder when not the checkout's
         "dataset": str(trace_set.root),
+        "available": len(trace_set.workloads[settings.spec.name]),
+        "selection": selection_note(settings, cpu),
+        "seed": settings.seed,
+        "check": {"atol": ATOL, "rtol": RTOL},
         "definition": settings.spec.name,
         "submission": settings.spec.submission,
         "versions": {p: version(p) for p in ("torch", "triton", "flashinfer-bench", "flashinfer-python",
@@ -171,6 +192,9 @@ def run(settings: RunSettings) -> Results:
     solutions = _packed(algos, results, workloads)
     if solutions and workloads:
         (_run_cpu if cpu else _run_gpu)(settings, trace_set, workloads, solutions, results)
+    kinds = {w.uuid: spec.workload_kind(w) for w in workloads}
+    for row in results.rows:
+        row.kind = kinds[row.workload]
     results.rows.sort(key=Row.order)
     return results
 
@@ -185,7 +209,8 @@ def _checked(settings, trace_set, workloads, solutions, device: str, desc: str) 
     """check_solutions over the selection, as {(algo, workload uuid): Row}."""
     definition = trace_set.definitions[settings.spec.name]
     with tqdm(total=len(workloads) * len(solutions), desc=desc, unit="case") as bar:
-        checked = check_solutions(definition, solutions, workloads, trace_set.root, device, progress=bar.update)
+        checked = check_solutions(definition, solutions, workloads, trace_set.root, device, settings.seed,
+                                  progress=bar.update)
     return {(algo, r.workload): _row(algo, r) for algo, rs in checked.items() for r in rs}
 
 
@@ -203,7 +228,7 @@ def _run_gpu(settings, trace_set, workloads, solutions, results: Results) -> Non
     rows = _harness_tier(settings, trace_set, definition, workloads, solutions)
     for key, checked in _checked(settings, trace_set, workloads, solutions, "cuda", "margins").items():
         rows[key].margins = checked.margins
-    _kernel_tier(spec, definition, trace_set.root, workloads, solutions, rows)
+    _kernel_tier(spec, definition, trace_set.root, workloads, solutions, rows, settings.seed)
     results.rows += rows.values()
     if spec.floor_us is not None:
         groups = sorted({spec.group_of(w.axes) for w in workloads})
@@ -251,7 +276,7 @@ def _harness_tier(settings, trace_set, definition, workloads, solutions) -> dict
     return rows
 
 
-def _kernel_tier(spec, definition, root, workloads, solutions, rows: dict) -> None:
+def _kernel_tier(spec, definition, root, workloads, solutions, rows: dict, seed: int) -> None:
     """CUPTI kernel time for every (algorithm, workload) that passed, one algorithm at a time,
     those marked `time_last` after the rest."""
     from flashinfer_bench.compile import BuilderRegistry
@@ -262,7 +287,7 @@ def _kernel_tier(spec, definition, root, workloads, solutions, rows: dict) -> No
     for algo, w in tqdm(todo, desc="kernel time (CUPTI)", unit="case"):
         row = rows[(algo, w.uuid)]
         call = SolutionCall(definition, registry.build(definition, solutions[algo]),
-                            workload_inputs(definition, w, root, "cuda"), "cuda")
+                            workload_inputs(definition, w, root, "cuda", seed), "cuda")
         try:
             with torch.no_grad():
                 row.kernel_us = kernel_time_us(call)

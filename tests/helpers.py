@@ -14,6 +14,8 @@ _DECODE = DECODE.build_definition()
 CALL_ORDER = dps_arguments(_DECODE)
 TENSOR_ARGS = tuple(tensor_inputs(_DECODE) + list(_DECODE.outputs))
 ROOT = Path(__file__).resolve().parent.parent  # the checkout under test (conftest makes it the project)
+DEVICE = os.environ.get("GDN_TEST_DEVICE", "cpu")  # conftest: Triton's interpreter unless "cuda"
+SEED = int(os.environ["GDN_TEST_SEED"])  # set by conftest, fresh per run unless given
 KERNEL_PATH = ROOT / "solution" / "triton" / "kernel.py"
 HQ, HV, D = NUM_Q_HEADS, NUM_V_HEADS, HEAD_SIZE
 # bf16 rounding of the output: round-to-nearest on a GPU (half an ulp, 2^-8 relative);

@@ -8,7 +8,7 @@ from gdn_bench.checking import check_solutions
 from gdn_bench.dataset import load_trace_set
 from gdn_bench.definitions.decode import NAME as DEFINITION_NAME
 from gdn_bench.packing import pack, read_config, solution_dir
-from helpers import ROOT
+from helpers import ROOT, SEED
 
 
 @pytest.fixture(scope="module")
@@ -33,7 +33,7 @@ def test_packed_submission_passes_evaluator_check(trace_set, device):
     solution = pack(read_config(ROOT / "config.toml"), solution_dir(ROOT, "triton"))
     workloads = _one_per_batch_and_all_blobs(trace_set)
     assert {w.axes["batch_size"] for w in workloads} >= {1, 2, 4, 8, 16, 32, 48, 64}
-    results = check_solutions(definition, {"submission": solution}, workloads, trace_set.root, device)["submission"]
+    results = check_solutions(definition, {"submission": solution}, workloads, trace_set.root, device, SEED)["submission"]
     failed = [r for r in results if r.status != "PASSED"]
     assert not failed, failed
     assert all(max(r.margins.values()) <= 1 for r in results)

@@ -16,7 +16,7 @@ from gdn_bench.definitions import DEFINITIONS, resolve
 from gdn_bench.definitions.prefill import NAME, PREFILL, token_bucket
 from gdn_bench.paths import EMBEDDED_PATH
 from gdn_bench.runner import RunSettings, harness_settings, select_workloads
-from helpers import ROOT
+from helpers import ROOT, SEED
 
 
 def _settings(argv):
@@ -97,7 +97,7 @@ def test_committed_subset_passes_the_reference_check():
     workloads = [t.workload for t in trace_set.workloads[NAME]]
     solution = PREFILL.algos_by_name["pt-reference"].solution()
     results = check_solutions(trace_set.definitions[NAME], {"pt-reference": solution}, workloads, trace_set.root,
-                              "cpu")["pt-reference"]
+                              "cpu", SEED)["pt-reference"]
     assert [r.status for r in results] == ["PASSED"] * len(workloads), results
     assert all(set(r.margins) == {"output", "new_state"} and max(r.margins.values()) < 0.5 for r in results)
 
@@ -146,9 +146,10 @@ def test_non_finite_margin_is_reported_and_json_safe(tmp_path):
 
     axes = {"total_seq_len": 6, "num_seqs": 1, "len_cu_seqlens": 2}
     row = Row("triton-chunked", "w1", axes, "INCORRECT_NUMERICAL", margins={"output": None, "new_state": 0.1})
-    results = Results(meta={"definition": NAME, "mode": "cpu-correctness"}, rows=[row])
+    meta = {"definition": NAME, "mode": "cpu-correctness", "check": {"atol": 0.01, "rtol": 0.01}, "seed": 0}
+    results = Results(meta=meta, rows=[row])
     assert row.worst_margin == float("inf")
-    summary = summarize(results, PREFILL.group_of)
+    summary = summarize(results, PREFILL)
     write_report(results, summary, tmp_path)
     assert json.loads((tmp_path / "results.json").read_text())["rows"][0]["margins"]["output"] is None
     assert "inf" in format_table(results, summary).splitlines()[-2]

@@ -9,8 +9,10 @@ import subprocess
 import sys
 
 import pytest
+import torch
 
 from gdn_bench import cli
+from gdn_bench.definitions import DEFINITIONS
 from gdn_bench.paths import EMBEDDED_PATH, use_project
 from gdn_bench.results import Results, Row, contest_score, summarize
 from gdn_bench.timing import TimingError, group_call_times
@@ -47,7 +49,8 @@ def test_all_and_filters():
 
 
 @pytest.mark.parametrize("argv", [["--batch-sizes", "1,x"], ["--batch-sizes", "0"], ["--batch-sizes", "1,,4"],
-                                  ["-n", "0"], ["-n", "abc"], ["--iterations", "-1"], ["--definition", "nope"]])
+                                  ["-n", "0"], ["-n", "abc"], ["--iterations", "-1"], ["--definition", "nope"],
+                                  ["--seed", "-1"], ["--seed", "x"]], ids=" ".join)
 def test_bad_numbers_exit_2(argv, capsys):
     with pytest.raises(SystemExit) as e:
         cli.build_parser(ROOT).parse_args(argv)
@@ -120,9 +123,16 @@ def test_cpu_fallback_end_to_end(tmp_path):
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "NO CUDA GPU: correctness only" in result.stdout and "passed 4/4" in result.stdout
+    for said in ("2 of the trace set's 57, chosen by --batch-sizes 1, -n 2 (the first 2 of each batch size):",
+                 "B=1 ×2 (all random)", "random tensors drawn from seed 0 (replay: --seed 0)",
+                 "atol = 0.01, rtol = 0.01: an element fails only when |err| > atol AND |err| > rtol·|ref|",
+                 f"project:    {ROOT} (config.toml"):
+        assert said in result.stdout, said
+    assert "max rel" not in result.stdout  # the margin decides, and is shown instead
     data = json.loads((out / "results.json").read_text())
     assert set(data) == {"meta", "skipped", "floors_us", "rows", "summary"}
     assert data["meta"]["mode"] == "cpu-correctness" and data["meta"]["versions"]["torch"]
+    assert (data["meta"]["seed"], data["meta"]["check"]) == (0, {"atol": 0.01, "rtol": 0.01})
     assert sorted((r["algo"], r["axes"]["batch_size"]) for r in data["rows"]) == [
         ("fla-recurrent", 1), ("fla-recurrent", 1), ("pt-reference", 1), ("pt-reference", 1)]
     assert len({r["workload"] for r in data["rows"]}) == 2
@@ -155,7 +165,7 @@ def test_summary_derives_group_medians_and_ratios():
             Row("pt-reference", "w1", b1, "PASSED", kernel_us=300.0),
             Row("fla-recurrent", "w3", b4, "INCORRECT_NUMERICAL", margins={"output": 2.0})]
     summary = summarize(Results(meta={"submission": "fla-recurrent"}, floors_us={1: 1.5}, rows=rows),
-                        lambda axes: axes["batch_size"])
+                        DEFINITIONS["decode"])
     ours = {line.group: line for line in summary.lines if line.algo == "fla-recurrent"}
     assert (ours[1].kernel_us, ours[1].harness_us, ours[1].worst_margin) == (3.0, 10.0, 0.5)
     assert (ours[1].x_floor, ours[1].vs_fi_baseline, ours[1].vs_reference) == (2.0, 2.0, 100.0)
@@ -192,7 +202,7 @@ def other_checkout(tmp_path):
 def test_root_names_the_checkout_and_the_report_says_so(other_checkout, capsys, tmp_path):
     code, out, _ = _main(["--root", str(other_checkout), "--algo", "pt-reference", "--batch-sizes", "1", "-n", "1",
                           "--out", str(tmp_path / "out")], capsys)
-    assert code == 0 and f"project: {other_checkout} " in out
+    assert code == 0 and f"project:    {other_checkout} (config.toml" in out
     assert json.loads((tmp_path / "out" / "results.json").read_text())["meta"]["root"] == str(other_checkout)
 
 
@@ -213,3 +223,23 @@ def test_out_that_cannot_be_a_folder_exit_2_before_any_work(make, capsys, tmp_pa
     last = err.strip().splitlines()[-1]  # after the usage: one line, naming the flag
     assert e.value.code == 2 and "Traceback" not in err and last.startswith("run_local.py: error: argument --out: ")
     assert last.endswith("taken exists and is not a folder" if make == "file" else "taken is a file, not a folder")
+
+
+def test_a_workloads_inputs_depend_on_the_seed_and_its_uuid_only():
+    from gdn_bench.checking import workload_inputs
+    from gdn_bench.dataset import load_trace_set
+
+    trace_set = load_trace_set()
+    spec = DEFINITIONS["decode"]
+    definition = trace_set.definitions[spec.name]
+    first, second = (t.workload for t in trace_set.workloads[spec.name][:2])
+
+    def q(workload, seed):
+        return workload_inputs(definition, workload, trace_set.root, "cpu", seed)[0]
+
+    before = torch.random.get_rng_state()
+    drawn = q(first, 7)
+    assert torch.equal(torch.random.get_rng_state(), before)  # the caller's generator is left alone
+    q(second, 7)
+    assert torch.equal(q(first, 7), drawn) and not torch.equal(q(first, 8), drawn)
+    assert not torch.equal(q(second, 7), drawn)

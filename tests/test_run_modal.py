@@ -73,7 +73,7 @@ def test_merge_disjoint_parts():
     assert merged.meta == {"gpu": "B200"}
     assert merged.floors_us == {1: 2.0, 4: 3.0}
     assert [(r.algo, r.workload) for r in merged.rows] == [("x", "w1"), ("y", "w1"), ("x", "w2")]
-    assert summarize(merged, lambda axes: axes["batch_size"]).passed == 2
+    assert summarize(merged, DEFINITIONS["decode"]).passed == 2
 
 
 def test_merge_skipped_only_where_it_ran_nowhere():
@@ -155,9 +155,8 @@ def test_job_body_in_process_matches_the_runner(run_modal, direct):
     assert local.keys() == direct.keys()
     assert local["meta"].keys() == direct["meta"].keys() and local["meta"]["mode"] == direct["meta"]["mode"]
     assert _cases(local) == _cases(direct) and local["skipped"] == direct["skipped"]
-    group_of = DEFINITIONS["decode"].group_of
-    ours, theirs = (summarize(Results.from_json(r), group_of) for r in (local, direct))
-    assert (ours.passed, ours.total, ours.algos) == (theirs.passed, theirs.total, theirs.algos)
+    ours, theirs = (summarize(Results.from_json(r), DEFINITIONS["decode"]) for r in (local, direct))
+    assert ours == theirs  # the same seed: the same inputs, so the same errors and margins
 
 
 @pytest.mark.filterwarnings("ignore:The run_job function is executing locally")
@@ -173,12 +172,11 @@ def test_launch_writes_the_report_run_local_writes(run_modal, monkeypatch, tmp_p
     assert run_modal.launch(*run_modal.plan([*flags, "--out", str(tmp_path / "modal")])) == 0
     assert cli.main([*flags, "--out", str(tmp_path / "local")], checkout=ROOT) == 0
     ours, theirs = (json.loads((tmp_path / name / "results.json").read_text()) for name in ("modal", "local"))
-    assert _cases(ours) == _cases(theirs)
-    assert [ours["summary"][key] == theirs["summary"][key] for key in ("passed", "total", "algos")] == [True] * 3
+    assert _cases(ours) == _cases(theirs) and ours["summary"] == theirs["summary"]
     assert (tmp_path / "modal" / "report.txt").is_file()
     if theirs["meta"]["mode"] == "cpu-correctness":  # on a GPU the tables hold this run's timings
-        # Random inputs are drawn anew in every run: the error and margin columns differ, nothing else.
-        table = [re.sub(r"\d\.\d\de[+-]\d\d|\d+\.\d{3}\b", "#", (tmp_path / name / "report.txt").read_text())
+        # The same seed draws the same inputs: only the date (to the second) may differ.
+        table = [re.sub(r"date: \S+", "date: #", (tmp_path / name / "report.txt").read_text())
                  for name in ("modal", "local")]
         assert table[0] == table[1]
 

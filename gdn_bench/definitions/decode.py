@@ -78,6 +78,11 @@ def _has_blob(w: Workload) -> bool:
     return any(spec.type == "safetensors" for spec in w.inputs.values())
 
 
+def workload_kind(w: Workload) -> str:
+    """"model-like" for a workload whose tensors come from a blob (decode_mix.MODEL_LIKE), else "random"."""
+    return "model-like" if _has_blob(w) else "random"
+
+
 def cpu_subset(workloads: list[Workload]) -> list[Workload]:
     """The first random workload of each CPU_DEFAULT_BATCHES size and the first model-like one."""
     firsts = {}
@@ -132,6 +137,9 @@ DECODE = DefinitionSpec(
     default_dataset=lambda gpu: EMBEDDED_PATH,
     planned_workloads=lambda: [t.workload for t in TraceSet.from_path(str(EMBEDDED_PATH)).workloads[NAME]],
     cpu_subset=cpu_subset,
+    cpu_subset_note="the first random workload of B = 1 and of B = 4, and the first model-like one",
+    workload_label=lambda axes: f"B={axes['batch_size']}",
+    workload_kind=workload_kind,
     write_embedded=write_decode_workloads,
     floor_us=state_copy_floor_us,
     job_groups=7,  # as many as the contest mix has batch sizes

@@ -81,6 +81,12 @@ def cpu_subset(workloads: list[Workload]) -> list[Workload]:
     return [w for w in workloads if w.axes["total_seq_len"] <= CPU_MAX_TOKENS][:CPU_MAX_WORKLOADS]
 
 
+def workload_kind(w: Workload) -> str:
+    """How a workload's inputs are made: unit-norm keys from its blob (prefill_mix) or random ones."""
+    stored = w.inputs["k"].type == "safetensors"
+    return "random, unit-norm keys" if stored else "random"
+
+
 def _config(name: str):
     return baseline_config(name, NAME)
 
@@ -116,6 +122,9 @@ PREFILL = DefinitionSpec(
     default_dataset=lambda gpu: contest_mix_root(build_definition()) if gpu else EMBEDDED_PATH,
     planned_workloads=lambda: contest_mix_workloads(build_definition()),
     cpu_subset=cpu_subset,
+    cpu_subset_note=f"the first {CPU_MAX_WORKLOADS} workloads of at most {CPU_MAX_TOKENS} tokens",
+    workload_label=lambda axes: f"T={axes['total_seq_len']} N={axes['num_seqs']}",
+    workload_kind=workload_kind,
     write_embedded=write_embedded_subset,
     floor_us=None,  # a group mixes batches of different N and T: no single memory floor
     job_groups=8,
