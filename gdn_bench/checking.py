@@ -164,4 +164,6 @@ def _check_one(definition, runnable, inputs, expected, workload, device, cfg) ->
         result.max_rel_error = max(result.max_rel_error, rel_err)
         if exceeds:
             result.status = "INCORRECT_NUMERICAL"
+            result.message = "; ".join(filter(None, [result.message, f"{name}: worst margin "
+                                                     f"{result.margins[name]:.3g} > 1 (max abs error {abs_err:.3g})"]))
     return result

@@ -19,6 +19,7 @@ HARNESS_NOTE = (
 )
 FLOOR_NOTE = "floor    = the same measurement of new_state.copy_(state): the bytes any kernel must move."
 INDENT = " " * 12  # continuation lines of the header
+MESSAGE_CHARS = 160  # a failure's message under the table is cut to this
 CPU_BANNER = (
     "NO CUDA GPU: correctness only. Triton's interpreter ran the kernels on the CPU, and the kit's\n"
     "own checker (gdn_bench/checking.py) compared every output with the definition's reference\n"
@@ -75,6 +76,25 @@ def header(results: Results, summary: Summary) -> list[str]:
     return lines
 
 
+def shortened(message: str, limit: int = MESSAGE_CHARS) -> str:
+    """A message on one line: its only line, or for a longer text (a log, a traceback) its last
+    non-empty line, which names the error; cut to `limit` characters."""
+    lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
+    text = lines[-1] if lines else "(no message)"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _problem_lines(summary: Summary) -> list[str]:
+    """Under the table: why each failed case failed (full messages in results.json)."""
+    if not summary.problems:
+        return []
+    out = ["", "why (full messages in results.json):"]
+    for p in summary.problems:
+        where = p["workloads"][0] if len(p["workloads"]) == 1 else f"{len(p['workloads'])} workloads"
+        out.append(f"  {p['algo']} {p['status']} on {where}: {shortened(p['message'])}")
+    return out
+
+
 def format_table(results: Results, summary: Summary) -> str:
     """The console report: header, table, skipped algorithms, summary line."""
     spec = _spec(results)
@@ -102,6 +122,7 @@ def format_table(results: Results, summary: Summary) -> str:
                 text += f" {_fmt(results.floors_us.get(line.group)):>9} {_fmt(line.x_floor, '.2f', '×'):>7}"
             text += f" {_fmt(line.vs_reference, '.1f', '×'):>8} {_fmt(line.vs_fi_baseline, '.2f', '×'):>7}"
         out.append(text)
+    out += _problem_lines(summary)
     for algo, reason in results.skipped.items():
         out.append(f"skipped {algo}: {reason}")
     line = f"passed {summary.passed}/{summary.total} (algorithm, workload) cases"

@@ -149,13 +149,16 @@ class Summary:
     score: float | None  # the submission's contest-style score, if fi-baseline ran
     lines: list[GroupLine]
     workloads: list[dict]  # the workloads checked: label, kind and how many, in report order
+    # Every failed (algorithm, workload), and every passed one with a message (a timing that
+    # failed), one entry per (algorithm, status, message): the workloads' labels with it.
+    problems: list[dict]
 
     def to_json(self) -> dict:
         """As JSON-able data: a non-finite number (an infinite margin) is None."""
         lines = [{k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in asdict(line).items()}
                  for line in self.lines]
         return {"passed": self.passed, "total": self.total, "algos": self.algos, "score": self.score, "groups": lines,
-                "workloads": self.workloads}
+                "workloads": self.workloads, "problems": self.problems}
 
 
 def summarize(results: Results, spec: "DefinitionSpec") -> Summary:
@@ -193,6 +196,12 @@ def summarize(results: Results, spec: "DefinitionSpec") -> Summary:
     counts: dict[tuple[str, str], int] = {}
     for r in sorted({r.workload: r for r in results.rows}.values(), key=Row.order):
         counts[(label_of(r.axes), r.kind)] = counts.get((label_of(r.axes), r.kind), 0) + 1
+    problems: dict[tuple[str, str, str], list[str]] = {}
+    for r in results.rows:
+        if r.status != "PASSED" or r.message:
+            problems.setdefault((r.algo, r.status, r.message), []).append(label_of(r.axes))
     return Summary(passed=sum(r.status == "PASSED" for r in results.rows), total=len(results.rows), algos=algos,
                    score=contest_score(results), lines=lines,
-                   workloads=[{"label": label, "kind": kind, "count": n} for (label, kind), n in counts.items()])
+                   workloads=[{"label": label, "kind": kind, "count": n} for (label, kind), n in counts.items()],
+                   problems=[{"algo": algo, "status": status, "message": message, "workloads": labels}
+                             for (algo, status, message), labels in problems.items()])

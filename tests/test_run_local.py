@@ -243,3 +243,27 @@ def test_a_workloads_inputs_depend_on_the_seed_and_its_uuid_only():
     q(second, 7)
     assert torch.equal(q(first, 7), drawn) and not torch.equal(q(first, 8), drawn)
     assert not torch.equal(q(second, 7), drawn)
+
+
+def test_a_broken_config_says_why_under_the_table(other_checkout, capsys, tmp_path):
+    config = other_checkout / "config.toml"
+    config.write_text(config.read_text().replace('entry_point = "kernel.py::kernel"', 'entry_point = "kernel.py"'))
+    code, out, _ = _main(["--root", str(other_checkout), "--algo", "fla-recurrent,pt-reference", "--batch-sizes", "1",
+                          "-n", "1", "--out", str(tmp_path / "out")], capsys)
+    why = "  fla-recurrent COMPILE_ERROR on B=1: entry_point 'kernel.py' must be 'file::function'"
+    assert code == 1 and "why (full messages in results.json):" in out and why in out
+    assert why in (tmp_path / "out" / "report.txt").read_text()
+
+
+def test_failure_messages_are_one_line_each():
+    from gdn_bench.report import _problem_lines, shortened
+
+    log = "Traceback (most recent call last):\n  File \"x.py\", line 1\n\nValueError: q: expected a tensor\n\n"
+    assert shortened(log) == "ValueError: q: expected a tensor" and shortened("x" * 500, 10) == "x" * 9 + "…"
+    rows = [Row("fla-recurrent", f"w{i}", {"batch_size": 4}, "RUNTIME_ERROR", message=log) for i in range(3)]
+    rows.append(Row("fla-recurrent", "w9", {"batch_size": 1}, "INCORRECT_NUMERICAL", message="output: worst margin 2"))
+    summary = summarize(Results(meta={"submission": "fla-recurrent"}, rows=rows), DEFINITIONS["decode"])
+    assert _problem_lines(summary)[1:] == [
+        "why (full messages in results.json):",
+        "  fla-recurrent RUNTIME_ERROR on 3 workloads: ValueError: q: expected a tensor",
+        "  fla-recurrent INCORRECT_NUMERICAL on B=1: output: worst margin 2"]
