@@ -95,6 +95,9 @@ def report(results, out: Path) -> int:
     print(format_table(results, summary))
     paths = write_report(results, summary, Path(out))
     print(f"wrote {', '.join(map(str, paths.values()))}")
+    if "plot" not in paths:
+        print("no kernel_time.png: nothing was timed" + ("" if "margins" in paths else ", and no margins.png: "
+                                                           "nothing was checked"))
     return 0 if summary.total and summary.passed == summary.total else 1
 
 

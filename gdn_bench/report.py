@@ -8,7 +8,7 @@ import textwrap
 from pathlib import Path
 
 from gdn_bench.definitions import DefinitionSpec, resolve
-from gdn_bench.plots import kernel_time_plot
+from gdn_bench.plots import kernel_time_plot, margin_plot
 from gdn_bench.results import Results, Summary
 
 HARNESS_NOTE = (
@@ -151,12 +151,37 @@ def plot_kernel_times(results: Results, summary: Summary, path: Path) -> bool:
     return True
 
 
+def plot_margins(results: Results, path: Path) -> bool:
+    """The worst margin of every checked (algorithm, workload), workloads labelled by size (and
+    kind, where they differ; several alike get #2, #3...); False (and no file) when nothing
+    was checked."""
+    spec = _spec(results)
+    labels, taken = {}, {}
+    mixed = len({r.kind for r in results.rows}) > 1
+    for r in sorted(results.rows, key=lambda r: r.order()):
+        if r.workload not in labels:
+            base = spec.workload_label(r.axes) + (f" {r.kind}" if mixed else "")
+            taken[base] = taken.get(base, 0) + 1
+            labels[r.workload] = base if taken[base] == 1 else f"{base} #{taken[base]}"
+    series = {}
+    for r in sorted(results.rows, key=lambda r: r.order()):
+        if r.worst_margin is not None:
+            series.setdefault(r.algo, []).append((labels[r.workload], r.worst_margin))
+    if not series:
+        return False
+    where = results.meta.get("gpu") or "CPU (Triton interpreter)"
+    margin_plot(series, path, f"worst margin per workload: {spec.short} on {where}, seed {results.meta.get('seed')}")
+    return True
+
+
 def write_report(results: Results, summary: Summary, out_dir: Path) -> dict[str, Path]:
-    """results.json, report.txt and, when something was timed, kernel_time.png under out_dir;
-    returns the paths written."""
+    """results.json and report.txt under out_dir, with margins.png when anything was checked
+    and kernel_time.png when anything was timed; returns the paths written."""
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {"json": out_dir / "results.json", "table": out_dir / "report.txt"}
     write_json(results, summary, paths["json"])
+    if plot_margins(results, out_dir / "margins.png"):
+        paths["margins"] = out_dir / "margins.png"
     if plot_kernel_times(results, summary, out_dir / "kernel_time.png"):
         paths["plot"] = out_dir / "kernel_time.png"
     paths["table"].write_text(format_table(results, summary) + "\n", encoding="utf-8")

@@ -105,6 +105,8 @@ def test_n_takes_that_many_of_each_batch_size():
 def test_only_unavailable_algorithms_ran_nothing(capsys, tmp_path):
     code, out, _ = _main(["--algo", "fi-baseline", "-n", "1", "--out", str(tmp_path)], capsys)
     assert code == 1 and "skipped fi-baseline: needs a CUDA GPU" in out
+    assert "no kernel_time.png: nothing was timed, and no margins.png: nothing was checked" in out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.txt", "results.json"]
 
 
 def _dataset_files():
@@ -140,7 +142,8 @@ def test_cpu_fallback_end_to_end(tmp_path):
         assert row["status"] == "PASSED" and row["max_abs_error"] is not None and row["kernel_us"] is None
         assert set(row["margins"]) == {"output", "new_state"} and max(row["margins"].values()) <= 1
     assert data["summary"]["passed"] == data["summary"]["total"] == 4
-    assert not (out / "kernel_time.png").exists()  # nothing was timed
+    assert not (out / "kernel_time.png").exists() and "no kernel_time.png: nothing was timed" in result.stdout
+    assert (out / "margins.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"  # what was checked, plotted
     assert (out / "report.txt").read_text().strip()
     assert _dataset_files() == before, "run_local wrote into the dataset folder"
 
