@@ -1,5 +1,8 @@
-"""Shared test helpers: load the submission module, draw inputs, check one call."""
+"""What the tests share (test modules import it from here, never from each other or from
+conftest): the checkout and run settings, the decode call's arguments, inputs drawn in every
+gate regime, the float64 check of one call, bad arguments, and the import check."""
 
+import ast
 import os
 from pathlib import Path
 
@@ -15,7 +18,8 @@ CALL_ORDER = dps_arguments(_DECODE)
 TENSOR_ARGS = tuple(tensor_inputs(_DECODE) + list(_DECODE.outputs))
 ROOT = Path(__file__).resolve().parent.parent  # the checkout under test (conftest makes it the project)
 DEVICE = os.environ.get("GDN_TEST_DEVICE", "cpu")  # conftest: Triton's interpreter unless "cuda"
-SEED = int(os.environ["GDN_TEST_SEED"])  # set by conftest, fresh per run unless given
+SEED = int(os.environ["GDN_TEST_SEED"])  # set by conftest: fresh per run unless given
+ALLOWED_THIRD_PARTY = {"torch", "triton"}  # what a submission may import besides the standard library
 KERNEL_PATH = ROOT / "solution" / "triton" / "kernel.py"
 HQ, HV, D = NUM_Q_HEADS, NUM_V_HEADS, HEAD_SIZE
 # bf16 rounding of the output: round-to-nearest on a GPU (half an ulp, 2^-8 relative);
@@ -106,3 +110,36 @@ def call_and_check(fn, batch: int, with_state: bool, scale, seed: int, device: s
     check_against_float64(dict(inputs, state=original_state), scale, output, new_state, what)
     if with_state and not in_place:
         assert torch.equal(inputs["state"], original_state), f"{what}: the input state was modified"
+
+
+def kernel_args(device: str, batch: int = 2) -> dict:
+    """A valid destination-passing decode call's arguments by name (seed 0, scale None)."""
+    inputs = draw_inputs(batch, torch.Generator().manual_seed(0), device)
+    output, new_state = poisoned_outputs(batch, device)
+    return dict(inputs, scale=None, output=output, new_state=new_state)
+
+
+def wrong_shape(t: torch.Tensor) -> torch.Tensor:
+    """One element short (or, for a last axis of 1, doubled) in the last axis."""
+    return t[..., :-1].contiguous() if t.shape[-1] > 1 else t.repeat(*([1] * (t.dim() - 1)), 2)
+
+
+def wrong_dtype(t: torch.Tensor) -> torch.Tensor:
+    return t.to(torch.float16)
+
+
+def non_contiguous(t: torch.Tensor) -> torch.Tensor:
+    """The same shape and dtype, every other element of a tensor twice as wide."""
+    wide = torch.zeros(*t.shape[:-1], 2 * t.shape[-1], dtype=t.dtype, device=t.device)
+    return wide[..., ::2]
+
+
+def imported_roots(path: Path):
+    """The top-level package of every import in a Python file (relative imports fail)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, f"relative import in {path}"
+            yield node.module.split(".")[0]

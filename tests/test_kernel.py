@@ -5,9 +5,8 @@ import itertools
 import pytest
 import torch
 
-from conftest import SEED
 from gdn_bench.algos import load_module
-from helpers import KERNEL_PATH, call_and_check
+from helpers import KERNEL_PATH, SEED, call_and_check
 
 sub = load_module(KERNEL_PATH, "gdn_submission")
 

@@ -62,6 +62,8 @@ def _config(tmp_path, text):
         (lambda t: t.replace("kernel.py::kernel", "kernel.py"), r"must be 'file::function'"),
         (lambda t: t + "[[[", r"not valid TOML"),
     ],
+    ids=["no-name", "no-author", "no-entry-point", "no-dps", "no-language", "no-build", "other-definition",
+         "undefined-function", "missing-file", "entry-without-function", "bad-toml"],
 )
 def test_config_errors(tmp_path, edit, message):
     path = _config(tmp_path, edit(GOOD_CONFIG))

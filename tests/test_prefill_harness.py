@@ -45,7 +45,7 @@ def _main(argv, capsys):
     (["--definition", "prefil"], "argument --definition: unknown definition 'prefil'"),
     (["--definition", "prefill", "--seq-lens", "0"], "argument --seq-lens: expected positive integers"),
     (["--definition", "prefill", "--seq-lens", "6,x"], "argument --seq-lens: expected comma-separated integers"),
-])
+], ids=["unknown-definition", "zero-length", "not-a-number"])
 def test_bad_flags_one_message_exit_2(argv, message, capsys):
     with pytest.raises(SystemExit) as e:
         cli.build_parser(ROOT).parse_args(argv)
@@ -61,7 +61,7 @@ def test_bad_flags_one_message_exit_2(argv, message, capsys):
      "unknown algorithm fla-recurrent; valid: triton-chunked, pt-reference"),
     (["--definition", "prefill", "--seq-lens", "5,6", "--dataset", str(EMBEDDED_PATH)],
      "--seq-lens: no workload has total_seq_len 5; the total_seq_len values are 6, 23, 41, 64, 70"),
-])
+], ids=["decode-flag", "prefill-flag", "decode-algorithm", "absent-length"])
 def test_run_errors_one_message_exit_2(argv, message, capsys, tmp_path):
     code, _, err = _main([*argv, "--out", str(tmp_path)], capsys)
     assert code == 2 and err.startswith(f"run_local: error: {message}") and err.count("\n") == 1
@@ -123,7 +123,7 @@ def test_report_groups_by_token_bucket():
     ([0.02], [0.0], 2.0),        # near zero the absolute tolerance decides
     ([206.0], [200.0], 3.0),     # large values: the relative one
     ([float("nan")], [1.0], float("inf")),
-])
+], ids=["exact", "half", "near-zero", "large", "nan"])
 def test_worst_margin(got, want, margin):
     assert worst_margin(torch.tensor(got), torch.tensor(want)) == pytest.approx(margin)
 

@@ -7,12 +7,11 @@ import ast
 import pytest
 import torch
 
-from conftest import SEED
 from gdn_bench.algos import load_module
 from gdn_bench.prefill_mix import model_like_inputs
 from gdn_bench.reference_prefill import gdn_prefill, run
 from gdn_bench.shapes import DEFAULT_SCALE
-from helpers import ROOT
+from helpers import ROOT, SEED
 
 token_loop = load_module(ROOT / "baselines" / "prefill" / "pt_reference" / "main.py",
                          "prefill_pt_reference").token_loop

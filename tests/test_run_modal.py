@@ -141,7 +141,7 @@ def test_plan_prefill_counts_the_generated_mix_without_writing_it(run_modal, tmp
 @pytest.mark.parametrize("argv", [["--algo", "nope"], ["--workload-id", "zzz"], ["--volume-path", "x"],
                                   ["--dataset", "somewhere"], ["-n", "0"], ["--definition", "nope"],
                                   ["--definition", "prefill", "--seq-lens", "5,7777"],
-                                  ["--definition", "prefill", "--batch-sizes", "1"]])
+                                  ["--definition", "prefill", "--batch-sizes", "1"]], ids=" ".join)
 def test_plan_rejects_bad_flags(run_modal, argv, capsys):
     with pytest.raises(SystemExit) as e:
         run_modal.plan(argv)

@@ -116,7 +116,7 @@ def test_prefill_tag_names_prefill_without_touching_the_checkout(repo, tmp_path,
     ("solution/triton/kernel.py", "# edited\n"),   # a change to a tracked file
     ("solution/triton/extra.py", "x = 1\n"),       # an untracked file the evaluator would pack
     ("config.toml", "[solution]\n"),
-])
+], ids=["tracked-source", "untracked-source", "config"])
 def test_refuses_uncommitted_changes(repo, path, text, capsys):
     (repo / path).write_text(text)
     code, _, err = _submit(repo, "--tag", "t", capsys=capsys)
