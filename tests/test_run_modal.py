@@ -18,11 +18,11 @@ from gdn_bench.definitions import DEFINITIONS
 from gdn_bench.device import prepare_triton
 from gdn_bench.results import Results, Row, merge, summarize
 from gdn_bench.runner import RunSettings, run, select_workloads, split
+from helpers import ROOT
 
-ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ROOT / "scripts"
-# Small on CPU (Triton's interpreter): run_local's CPU default subset, three workloads at B = 1 and 4.
-SMALL = RunSettings(algos=["fla-recurrent", "pt-reference"])
+# Small on CPU (Triton's interpreter): one workload at B = 1 (the whole CPU pass is test_run_local's).
+SMALL = RunSettings(algos=["fla-recurrent", "pt-reference"], sizes=[1], num_workloads=1)
 
 
 @pytest.fixture(scope="module")
@@ -165,7 +165,7 @@ def test_launch_writes_the_report_run_local_writes(run_modal, monkeypatch, tmp_p
     """A command line's jobs, run in-process instead of on Modal, merge into run_local's report."""
     from gdn_bench import cli
 
-    flags = ["--algo", "fla-recurrent,pt-reference"]
+    flags = ["--algo", "fla-recurrent,pt-reference", "--batch-sizes", "1,2", "-n", "1"]  # a random and a blob workload
     in_process = SimpleNamespace(map=lambda jobs: [run_modal.run_job.local(job) for job in jobs])
     monkeypatch.setattr(run_modal, "configured_job", lambda *options: in_process)
     monkeypatch.setattr(run_modal, "prepare_dataset", SimpleNamespace(remote=run_modal.prepare_dataset.local))

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from gdn_bench.algos import load_module
+from gdn_bench.shapes import DEFAULT_SCALE
 from helpers import KERNEL_PATH, ROOT, TENSOR_ARGS, kernel_args, non_contiguous, wrong_dtype, wrong_shape
 
 sub = load_module(KERNEL_PATH, "gdn_submission_validation")
@@ -63,13 +64,19 @@ def test_bad_scale_is_named(module, scale, device):
         module.kernel(**args)
 
 
-@pytest.mark.parametrize("scale", [np.float32(0.15), np.float64(0.15), Fraction(3, 20), 1, np.int64(0)],
-                         ids=["numpy-float32", "numpy-float64", "fraction", "int", "numpy-int-zero"])
-def test_any_real_scale_is_that_number(scale, device):
-    """A real number of any type scales like the same Python float (0 still means 1/sqrt(128))."""
+@pytest.mark.parametrize("module", [sub, tma], ids=["fla-recurrent", "fla-tma"])
+@pytest.mark.parametrize("scale", [np.float32(0.15), np.float64(0.15), Fraction(3, 20), 1, np.int64(0),
+                                   torch.tensor(0.15)],
+                         ids=["numpy-float32", "numpy-float64", "fraction", "int", "numpy-int-zero", "tensor"])
+def test_any_real_scale_is_that_number(module, scale):
+    """A real number of any type is the same Python float (0 still means 1/sqrt(128))."""
+    assert module._resolve_scale(scale) == (float(scale) or DEFAULT_SCALE)
+
+
+def test_a_numpy_scale_runs_like_a_float(device):
     outputs = []
-    for value in (scale, float(scale) or None):
-        args = kernel_args(device)
+    for value in (np.float32(0.15), float(np.float32(0.15))):
+        args = kernel_args(device, batch=1)
         sub.kernel(**dict(args, scale=value))
         outputs.append(args["output"])
     assert torch.equal(outputs[0], outputs[1])
