@@ -21,26 +21,26 @@ def positive_ints(text: str) -> list[int]:
     return values
 
 
-def positive_int(text: str) -> int:
-    """'4' -> 4; anything but a positive integer is an argparse error."""
+def _integer(text: str, what: str, low: int, high: int | None = None) -> int:
+    """int(text) from `low` to `high` (inclusive; no upper bound if None), else an argparse
+    error saying what was expected."""
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+    if value < low or (high is not None and value > high):
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text}")
     return value
+
+
+def positive_int(text: str) -> int:
+    """'4' -> 4; anything but a positive integer is an argparse error."""
+    return _integer(text, "a positive integer", 1)
 
 
 def seed(text: str) -> int:
     """A random seed: an integer from 0 to 2**63 - 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer seed, got {text!r}") from None
-    if not 0 <= value < 2**63:
-        raise argparse.ArgumentTypeError(f"expected a seed from 0 to 2**63 - 1, got {text}")
-    return value
+    return _integer(text, "a seed from 0 to 2**63 - 1", 0, 2**63 - 1)
 
 
 def definition_name(text: str) -> str:
@@ -97,7 +97,8 @@ def checked(parser: argparse.ArgumentParser, flag: str, check, value):
 def add_root_argument(parser: argparse.ArgumentParser, checkout: Path) -> None:
     """--root: the project checkout to work on, by default `checkout` (the script's own)."""
     parser.add_argument("--root", type=Path, default=checkout,
-                        help=f"project checkout: config.toml, solution/, baselines/ (default: this script's, {checkout})")
+                        help=f"project checkout: config.toml, solution/, baselines/ (default: this script's, "
+                             f"{checkout})")
 
 
 def chosen_project(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Path:
