@@ -7,12 +7,14 @@
     python scripts/run_local.py --algo fla-recurrent,fi-baseline --dataset ~/mlsys26-contest
 
 With a CUDA GPU: every selected workload, correctness + timing tiers (harness, kernel, and
-for decode the memory floor). Without one: correctness only, on a small subset, with
-Triton's interpreter. The trace set is the definition's own unless --dataset is given:
-decode's is embedded; prefill's is generated once into the cache folder (a small embedded
-subset on CPU). Writes results.json, kernel_time.png and report.txt under --out. Exit
-status: 0 when every (algorithm, workload) passed, 1 when any failed or none ran, 2 for bad
-arguments.
+for decode the memory floor). Without one: correctness only, with Triton's interpreter, on
+the definition's CPU subset unless flags choose the workloads (-n: the first N of each
+report group). Random inputs come from --seed. The trace set is the definition's own unless
+--dataset is given: decode's is embedded; prefill's is generated once into the cache folder
+(a small embedded subset on CPU). The project checkout is the script's own unless --root
+names another. Writes results.json, report.txt, margins.png and (when anything was timed)
+kernel_time.png under --out, which is checked first. Exit status: 0 when every (algorithm,
+workload) passed, 1 when any failed or none ran, 2 for bad arguments.
 """
 
 import argparse

@@ -13,7 +13,7 @@ set is the definition's own (decode: embedded; prefill: the generated mix), or t
 --volume-path inside the Modal Volume --volume.
 Each (algorithm, size group) is one job: gdn_bench.runner.run in a container of the contest's
 evaluation image, on up to --max-containers GPUs at once. Their partial results merge into one
-report, written locally under --out (results.json, kernel_time.png, report.txt).
+report, written locally under --out as run_local writes it (results.json, report.txt and the plots).
 The Volume gdn-decode-kit-triton-cache holds Triton's cache, so kernels compile once, and the
 generated prefill trace set (written by one container before the jobs start).
 Needs Modal credentials (`modal setup`). Exit status: 0 when every (algorithm, workload)
