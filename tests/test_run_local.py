@@ -54,7 +54,10 @@ def test_all_and_filters():
 def test_bad_numbers_exit_2(argv, capsys):
     with pytest.raises(SystemExit) as e:
         cli.build_parser(ROOT).parse_args(argv)
-    assert e.value.code == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    flag = "-n/--num-workloads" if argv[0] == "-n" else argv[0]
+    assert e.value.code == 2 and last.startswith(f"run_local.py: error: argument {flag}: ")
+    assert argv[1] in last and "positive_int" not in last  # the value, and no internal name
 
 
 def _main(argv, capsys):
