@@ -61,8 +61,8 @@ def select_workloads(workloads: list[Workload], settings: RunSettings, cpu: bool
     """Filter a trace set's workloads by --workload-id prefix and by size, then keep at most
     -n of each report group (the first in the trace set's order; spec.group_of: a batch size
     for decode, a total_seq_len bucket for prefill). With no filter on CPU, the definition's
-    small CPU subset. ValueError when the uuid prefix matches nothing or a requested size has
-    no workload (the message lists the sizes there are). With a shard (index, count), only the
+    small CPU subset. ValueError when the uuid prefix matches nothing, a requested size has no
+    workload (the message lists the sizes there are), or the CPU subset is empty. With a shard (index, count), only the
     index-th of `count` near-equal contiguous slices of that selection ordered by size
     (possibly empty when count exceeds the selection)."""
     spec = settings.spec
@@ -81,6 +81,9 @@ def select_workloads(workloads: list[Workload], settings: RunSettings, cpu: bool
     unfiltered = not (settings.workload_id or settings.sizes or settings.num_workloads)
     if cpu and unfiltered:
         workloads = spec.cpu_subset(workloads)
+        if not workloads:  # a trace set given with --dataset may have none
+            raise ValueError(f"the CPU pass takes {spec.cpu_subset_note}, and this trace set has none; "
+                             f"choose workloads with {spec.size_flag}, -n or --workload-id")
     if settings.num_workloads:
         workloads = first_per_group(workloads, spec.group_of, settings.num_workloads)
     if settings.shard:

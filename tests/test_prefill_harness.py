@@ -155,3 +155,10 @@ def test_non_finite_margin_is_reported_and_json_safe(tmp_path):
     row_line = [line for line in format_table(results, summary).splitlines() if line.startswith("    8 triton")]
     assert row_line[0].split()[-1] == "inf"
     assert (tmp_path / "margins.png").is_file()  # the infinite margin drawn on the top edge
+
+
+def test_an_empty_cpu_subset_is_an_error_that_says_what_to_do():
+    long_only = [w for w in PREFILL.planned_workloads() if w.axes["total_seq_len"] > 128]
+    with pytest.raises(ValueError, match=r"the CPU pass takes the first 6 workloads of at most 128 tokens, and this "
+                                         r"trace set has none; choose workloads with --seq-lens, -n or --workload-id"):
+        select_workloads(long_only, RunSettings(algos=[], definition="prefill"), cpu=True)
