@@ -16,13 +16,14 @@ import torch
 from flashinfer_bench import Solution
 
 from gdn_bench.packing import PackError, SolutionConfig, pack, read_config
-from gdn_bench.paths import CONFIG_PATH, PROJECT_ROOT
+from gdn_bench.paths import CONFIG_NAME, project_root
 
 
 @dataclass(frozen=True)
 class Algo:
     """One row of the report. `config` None means: the submission of `definition`, read from
-    config.toml as the evaluator reads it (see packing.read_config)."""
+    config.toml as the evaluator reads it (see packing.read_config). `source_dir` is relative
+    to the project checkout (gdn_bench.paths.project_root)."""
 
     name: str
     summary: str
@@ -39,11 +40,11 @@ class Algo:
 
     def resolved_config(self) -> SolutionConfig:
         """The SolutionConfig to pack (raises PackError if config.toml is broken)."""
-        return self.config or read_config(CONFIG_PATH, definition=self.definition)
+        return self.config or read_config(project_root() / CONFIG_NAME, definition=self.definition)
 
     def entry_file(self) -> Path:
         """The source file holding the entry point."""
-        return PROJECT_ROOT / self.source_dir / self.resolved_config().entry_point.partition("::")[0]
+        return project_root() / self.source_dir / self.resolved_config().entry_point.partition("::")[0]
 
     def unavailable(self) -> str | None:
         """Why this algorithm cannot run here, or None if it can."""
@@ -64,12 +65,12 @@ class Algo:
             except PackError:
                 return None  # a broken config.toml: packing reports it, as this algorithm's COMPILE_ERROR
             if not entry.is_file():
-                return f"its entry file {entry.relative_to(PROJECT_ROOT)} does not exist yet"
+                return f"its entry file {entry.relative_to(project_root())} does not exist yet"
         return None
 
     def solution(self) -> Solution:
         """The packed Solution (raises PackError if the sources are broken)."""
-        return pack(self.resolved_config(), PROJECT_ROOT / self.source_dir)
+        return pack(self.resolved_config(), project_root() / self.source_dir)
 
 
 def baseline_config(name: str, definition: str, language: str = "python", entry: str = "main.py::run",

@@ -8,6 +8,7 @@ runs it too, for the margins. Outputs are poisoned with NaN before each call, so
 the solution never writes fails the check.
 """
 
+import hashlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,12 +53,50 @@ def worst_margin(got: torch.Tensor, want: torch.Tensor, atol: float = ATOL, rtol
     return float(torch.where(torch.isfinite(ratio), ratio, torch.inf).max())
 
 
-def workload_inputs(definition: Definition, workload: Workload, root: Path | None, device: str) -> list:
-    """The inputs flashinfer-bench would feed for this workload (random or from blobs)."""
+class SolutionCall:
+    """One built solution bound to one workload's inputs, called as the evaluator calls it: a
+    destination-passing solution gets outputs allocated here, once, after the inputs; a
+    value-returning one returns its outputs.
+
+    Calling the object makes one bare call (what timing measures). `outputs()` makes one
+    call and returns the outputs in the definition's order; a destination-passing solution's
+    are filled with NaN first, so an element it never writes shows."""
+
+    def __init__(self, definition: Definition, runnable, inputs: list, device: str):
+        self.definition, self.device, self.runnable = definition, device, runnable
+        self.dps = runnable.metadata.destination_passing_style
+        self.destinations = allocate_outputs(definition, inputs, device) if self.dps else []
+        self.arguments = (*inputs, *self.destinations)
+
+    def __call__(self):
+        return self.runnable(*self.arguments)
+
+    def outputs(self) -> list[torch.Tensor]:
+        if not self.dps:
+            return normalize_result(self.definition, self(), self.device)
+        for t in self.destinations:
+            t.fill_(float("nan"))
+        self()
+        return self.destinations
+
+
+def workload_seed(seed: int, uuid: str) -> int:
+    """The seed of one workload's random inputs, from the run's seed and the workload's uuid
+    alone: a workload draws the same inputs whichever others run with it."""
+    return int.from_bytes(hashlib.sha256(f"{seed}:{uuid}".encode()).digest()[:8], "big") >> 1
+
+
+def workload_inputs(definition: Definition, workload: Workload, root: Path | None, device: str, seed: int) -> list:
+    """The inputs flashinfer-bench would feed for this workload: blobs as stored, `random`
+    ones drawn as it draws them (torch's default generator) but seeded with
+    workload_seed(seed, uuid), which leaves the caller's generator state untouched."""
     blobs = load_safetensors(definition, workload, root) if any(
         spec.type == "safetensors" for spec in workload.inputs.values()
     ) else {}
-    return gen_inputs(definition, workload, device=device, safe_tensors=blobs)
+    devices = [torch.device(device).index or 0] if device.startswith("cuda") else []
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(workload_seed(seed, workload.uuid))
+        return gen_inputs(definition, workload, device=device, safe_tensors=blobs)
 
 
 def check_solutions(
@@ -66,11 +105,13 @@ def check_solutions(
     workloads: list[Workload],
     root: Path | None,
     device: str,
+    seed: int,
     progress: Callable[[], None] | None = None,
 ) -> dict[str, list[CheckResult]]:
     """Run every solution on each workload and compare every output with the reference at
-    the evaluator's tolerances. Each workload's inputs are drawn once and its reference run
-    once; every solution gets its own copy of the inputs (some update the state in place).
+    the evaluator's tolerances. Each workload's inputs are drawn once (workload_inputs, from
+    `seed`) and its reference run once; every solution gets its own copy of the inputs (some
+    update the state in place).
 
     Returns {solution key: one CheckResult per workload}; `progress`, if given, is called
     once per finished (solution, workload).
@@ -86,7 +127,7 @@ def check_solutions(
         except Exception as e:  # noqa: BLE001 - any build failure is this solution's COMPILE_ERROR
             results[key] = [CheckResult(w.uuid, dict(w.axes), "COMPILE_ERROR", message=str(e)) for w in workloads]
     for workload in workloads:
-        inputs = workload_inputs(definition, workload, root, device)
+        inputs = workload_inputs(definition, workload, root, device, seed)
         with torch.no_grad():
             expected = normalize_result(definition, reference(*_copies(inputs)), device)
         for key, runnable in runnables.items():
@@ -104,11 +145,7 @@ def _check_one(definition, runnable, inputs, expected, workload, device, cfg) ->
     axes = dict(workload.axes)
     with torch.no_grad():
         try:
-            if runnable.metadata.destination_passing_style:
-                outputs = [t.fill_(float("nan")) for t in allocate_outputs(definition, inputs, device)]
-                runnable(*inputs, *outputs)
-            else:
-                outputs = normalize_result(definition, runnable(*inputs), device)
+            outputs = SolutionCall(definition, runnable, inputs, device).outputs()
             if device.startswith("cuda"):
                 torch.cuda.synchronize(device)
         except Exception as e:  # noqa: BLE001 - reported as the workload's RUNTIME_ERROR
@@ -127,4 +164,6 @@ def _check_one(definition, runnable, inputs, expected, workload, device, cfg) ->
         result.max_rel_error = max(result.max_rel_error, rel_err)
         if exceeds:
             result.status = "INCORRECT_NUMERICAL"
+            result.message = "; ".join(filter(None, [result.message, f"{name}: worst margin "
+                                                     f"{result.margins[name]:.3g} > 1 (max abs error {abs_err:.3g})"]))
     return result

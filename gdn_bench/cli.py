@@ -7,12 +7,14 @@
     python scripts/run_local.py --algo fla-recurrent,fi-baseline --dataset ~/mlsys26-contest
 
 With a CUDA GPU: every selected workload, correctness + timing tiers (harness, kernel, and
-for decode the memory floor). Without one: correctness only, on a small subset, with
-Triton's interpreter. The trace set is the definition's own unless --dataset is given:
-decode's is embedded; prefill's is generated once into the cache folder (a small embedded
-subset on CPU). Writes results.json, kernel_time.png and report.txt under --out. Exit
-status: 0 when every (algorithm, workload) passed, 1 when any failed or none ran, 2 for bad
-arguments.
+for decode the memory floor). Without one: correctness only, with Triton's interpreter, on
+the definition's CPU subset unless flags choose the workloads (-n: the first N of each
+report group). Random inputs come from --seed. The trace set is the definition's own unless
+--dataset is given: decode's is embedded; prefill's is generated once into the cache folder
+(a small embedded subset on CPU). The project checkout is the script's own unless --root
+names another. Writes results.json, report.txt, margins.png and (when anything was timed)
+kernel_time.png under --out, which is checked first. Exit status: 0 when every (algorithm,
+workload) passed, 1 when any failed or none ran, 2 for bad arguments.
 """
 
 import argparse
@@ -21,48 +23,23 @@ import os
 import sys
 from pathlib import Path
 
+from gdn_bench.arguments import (add_root_argument, chosen_project, definition_name, output_folder, positive_int,
+                                 positive_ints, seed)
 from gdn_bench.definitions import DEFAULT, DEFINITIONS, resolve
 from gdn_bench.device import prepare_triton
 
 
-def positive_ints(text: str) -> list[int]:
-    """'1,4,64' -> [1, 4, 64]; anything else is an argparse error."""
-    try:
-        values = [int(x) for x in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
-    if any(v <= 0 for v in values):
-        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
-    return values
-
-
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
-    return value
-
-
-def definition_name(text: str) -> str:
-    """A definition's short name from its short or full name; argparse error otherwise."""
-    try:
-        return resolve(text).short
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(str(e)) from None
-
-
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    """The flags every runner shares (run_local and run_modal): all but --dataset."""
+    """The flags every runner shares (run_local and run_modal): all but --dataset and --root."""
     choices = ", ".join(f"{s.short} ({s.name})" for s in DEFINITIONS.values())
     parser.add_argument("--definition", type=definition_name, default=DEFAULT,
                         help=f"{choices}; default {DEFAULT}")
     defaults = ", ".join(f"{s.submission} for {s.short}" for s in DEFINITIONS.values())
     parser.add_argument("--algo", default=os.environ.get("ALGO"),
                         help=f"NAME[,NAME...] or 'all' (default: $ALGO, else the submission: {defaults})")
-    parser.add_argument("-n", "--num-workloads", type=positive_int, help="at most this many workloads")
+    per_group = "; ".join(f"{s.short}: {s.group_title}" for s in DEFINITIONS.values())
+    parser.add_argument("-n", "--num-workloads", type=positive_int, metavar="N",
+                        help=f"at most N workloads of each report group, the first in the trace set ({per_group})")
     for spec in DEFINITIONS.values():
         parser.add_argument(spec.size_flag, type=positive_ints, dest=f"sizes_{spec.short}",
                             help=f"{spec.short}: only these {spec.size_axis} values, e.g. 1,4,64")
@@ -73,13 +50,19 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--iterations", type=positive_int, help="harness timed calls (default: the contest's)")
     parser.add_argument("--trials", type=positive_int,
                         help=f"harness trials (contest warm-up/iterations/trials: {harness})")
-    parser.add_argument("--out", type=Path, help="results folder (default results/<UTC time>)")
+    parser.add_argument("--seed", type=seed, default=0,
+                        help="seed of the random inputs the kit draws (each workload's from it and its uuid), "
+                             "printed in the report; default 0")
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    parser.add_argument("--out", type=output_folder, default=str(Path("results") / now),
+                        help="results folder, checked before anything runs (default results/<UTC time>)")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(checkout: Path) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="run_local.py", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_run_arguments(parser)
+    add_root_argument(parser, checkout)
     parser.add_argument("--dataset", type=Path, default=os.environ.get("FIB_DATASET_PATH"),
                         help="trace set root (default: $FIB_DATASET_PATH, else the definition's own)")
     return parser
@@ -96,12 +79,11 @@ def settings_from_args(args: argparse.Namespace):
         if other is not spec and getattr(args, f"sizes_{other.short}") is not None:
             raise ValueError(f"{other.size_flag} applies to --definition {other.short}; "
                              f"{spec.short} selects by {spec.size_flag}")
-    out = args.out or Path("results") / datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     return RunSettings(
         algos=[a.name for a in resolve_algos(spec.algos_by_name, args.algo or spec.submission)],
         dataset=args.dataset, definition=spec.short, num_workloads=args.num_workloads,
         sizes=getattr(args, f"sizes_{spec.short}"), workload_id=args.workload_id,
-        warmup=args.warmup, iterations=args.iterations, trials=args.trials, out=out,
+        warmup=args.warmup, iterations=args.iterations, trials=args.trials, seed=args.seed, out=args.out,
     )
 
 
@@ -109,16 +91,23 @@ def report(results, out: Path) -> int:
     """Print the table and write the report under `out`; the exit status: 0 when every
     (algorithm, workload) passed, else 1."""
     from gdn_bench.report import format_table, write_report
+    from gdn_bench.results import summarize
 
-    print(format_table(results))
-    paths = write_report(results, Path(out))
-    print(f"wrote {paths['json']}, {paths['plot']}, {paths['table']}")
-    ok = results.rows and all(r.status == "PASSED" for r in results.rows)
-    return 0 if ok else 1
+    summary = summarize(results, resolve(results.meta["definition"]))
+    print(format_table(results, summary))
+    paths = write_report(results, summary, Path(out))
+    print(f"wrote {', '.join(map(str, paths.values()))}")
+    if "plot" not in paths:
+        print("no kernel_time.png: nothing was timed" + ("" if "margins" in paths else ", and no margins.png: "
+                                                           "nothing was checked"))
+    return 0 if summary.total and summary.passed == summary.total else 1
 
 
-def main(argv=None) -> int:
-    args = build_parser().parse_args(argv)
+def main(argv=None, *, checkout: Path) -> int:
+    """run_local with `argv` (default sys.argv[1:]); `checkout` is the calling script's own."""
+    parser = build_parser(checkout)
+    args = parser.parse_args(argv)
+    chosen_project(parser, args)
     prepare_triton()
     from gdn_bench.runner import run
 

@@ -5,11 +5,12 @@ import math
 import uuid
 
 import torch
-from flashinfer_bench import RandomInput, SafetensorsInput, Trace, TraceSet, Workload
+from flashinfer_bench import Definition, RandomInput, SafetensorsInput, Trace, TraceSet, Workload
 from flashinfer_bench.data import ScalarInput
 
 from gdn_bench.reference import gdn_decode
-from gdn_bench.shapes import HEAD_SIZE, NUM_Q_HEADS, NUM_V_HEADS
+from gdn_bench.shapes import DEFAULT_SCALE, HEAD_SIZE, NUM_Q_HEADS, NUM_V_HEADS
+from gdn_bench.signature import tensor_inputs
 
 # Contest decode batch mix: batch size -> number of random workloads (54 in all).
 CONTEST_BATCH_MIX = {1: 10, 4: 8, 8: 7, 16: 7, 32: 7, 48: 7, 64: 8}
@@ -29,17 +30,16 @@ def _axes(batch: int) -> dict:
 
 
 def _scale() -> ScalarInput:
-    return ScalarInput(value=1.0 / math.sqrt(HEAD_SIZE))
+    return ScalarInput(value=DEFAULT_SCALE)
 
 
-def random_workloads(name: str) -> list[Workload]:
+def random_workloads(definition: Definition) -> list[Workload]:
     """The contest mix: every tensor random (flashinfer-bench draws randn), scale 1/sqrt(128)."""
-    names = ("q", "k", "v", "state", "A_log", "a", "dt_bias", "b")
     return [
         Workload(
             axes=_axes(batch),
-            inputs={**{n: RandomInput() for n in names}, "scale": _scale()},
-            uuid=_uuid(name, "random", batch, i),
+            inputs={**{n: RandomInput() for n in tensor_inputs(definition)}, "scale": _scale()},
+            uuid=_uuid(definition.name, "random", batch, i),
         )
         for batch, count in CONTEST_BATCH_MIX.items()
         for i in range(count)
@@ -80,7 +80,7 @@ def model_like_inputs(batch: int, gen: torch.Generator) -> dict[str, torch.Tenso
 def write_decode_workloads(trace_set: TraceSet, name: str, seed: int) -> None:
     """Add the workloads of decode definition `name` (and their blobs) to `trace_set`,
     deterministically from `seed`."""
-    workloads = random_workloads(name)
+    workloads = random_workloads(trace_set.definitions[name])
     gen = torch.Generator().manual_seed(seed)
     for index, (batch, store_state) in enumerate(MODEL_LIKE):
         tensors = model_like_inputs(batch, gen)

@@ -1,53 +1,47 @@
-"""Kernel-level benchmarks on a GPU, outside flashinfer-bench's workload loop.
+"""Kernel-level decode benchmark on a GPU, outside flashinfer-bench's workload loop
+(scripts/bench_kernel.py).
 
-`bench`: per batch size, the submission's CUPTI kernel time against the copy floor,
-fi-baseline and fla-lib (when installed), plus host time (`sync; call; sync`) of the
-submission and of the copy, and the submission's error against a float64 reference.
-`sweep`: every valid (BV, warps) launch configuration of the submission per batch size,
-and the launch table that picks the fastest; used to regenerate kernel.py's LAUNCH_TABLE.
+Per batch size, on inputs drawn as flashinfer-bench draws `random` ones (shapes and dtypes
+from the decode Definition): the submission's CUPTI kernel time against the memory floor
+(copying the state), fi-baseline and fla-lib (when they run); host time (`sync; call; sync`)
+of the submission and of the copy; and the submission's error against a float64 reference.
+Derived per row: x_floor = ours / floor, host_ratio = host ours / host copy, vs_fi =
+fi-baseline / ours.
 """
-
-import math
-import re
-import statistics
 
 import torch
 from flashinfer_bench.compile import BuilderRegistry
 from tqdm import tqdm
 
 from gdn_bench.algos import load_module
-from gdn_bench.definitions.decode import DECODE, build_definition
+from gdn_bench.definitions.decode import DECODE, LIBRARY, build_definition
 from gdn_bench.reference import gdn_decode
-from gdn_bench.timing import copy_floor_us, host_time_us, kernel_time_us
+from gdn_bench.roles import BASELINE
+from gdn_bench.shapes import DEFAULT_SCALE
+from gdn_bench.signature import empty_outputs, random_inputs
+from gdn_bench.timing import host_time_us, kernel_time_us
 
 BATCH_SIZES = (1, 4, 8, 16, 32, 48, 64, 128, 256, 512)
-KERNEL_PATH = DECODE.submission_entry()
+COLUMNS = (("B", "batch_size", "d"), ("ours µs", "ours_us", ".2f"), ("floor µs", "floor_us", ".2f"),
+           ("×floor", "x_floor", ".3f"), ("FI µs", f"{BASELINE}_us", ".2f"), ("FLA µs", f"{LIBRARY}_us", ".2f"),
+           ("FI/ours", "vs_fi", ".3f"), ("host ours", "host_ours_us", ".1f"), ("host copy", "host_copy_us", ".1f"),
+           ("host ×", "host_ratio", ".2f"), ("state err", "state_rel_err", ".1e"), ("out err", "out_rel_err", ".1e"))
 
 
 def load_submission():
-    """The decode submission's kernel.py as a module."""
-    return load_module(KERNEL_PATH, "gdn_submission")
+    """The decode submission's kernel.py (of the project checkout) as a module."""
+    return load_module(DECODE.submission_entry(), "gdn_submission")
 
 
-def random_inputs(batch: int, seed: int = 0) -> dict:
-    """Inputs as flashinfer-bench draws them (randn everywhere), scale 1/sqrt(128)."""
+def decode_inputs(batch: int, seed: int = 0) -> dict:
+    """One call's inputs on the GPU, drawn from `seed`; scale 1/sqrt(128)."""
     gen = torch.Generator(device="cuda").manual_seed(seed)
-
-    def randn(*shape, dtype=torch.float32):
-        return torch.randn(*shape, generator=gen, device="cuda").to(dtype)
-
-    bf16 = torch.bfloat16
-    return dict(
-        q=randn(batch, 1, 4, 128, dtype=bf16), k=randn(batch, 1, 4, 128, dtype=bf16),
-        v=randn(batch, 1, 8, 128, dtype=bf16), state=randn(batch, 8, 128, 128), A_log=randn(8),
-        a=randn(batch, 1, 8, dtype=bf16), dt_bias=randn(8), b=randn(batch, 1, 8, dtype=bf16),
-        scale=1.0 / math.sqrt(128),
-    )
+    return random_inputs(build_definition(), {"batch_size": batch}, gen, {"scale": DEFAULT_SCALE})
 
 
-def _outputs(batch: int):
-    return (torch.empty(batch, 1, 8, 128, dtype=torch.bfloat16, device="cuda"),
-            torch.empty(batch, 8, 128, 128, device="cuda"))
+def decode_outputs(batch: int) -> list[torch.Tensor]:
+    """output and new_state for a destination-passing call, uninitialized, on the GPU."""
+    return empty_outputs(build_definition(), {"batch_size": batch}, "cuda")
 
 
 def errors(inputs: dict, output: torch.Tensor, new_state: torch.Tensor) -> tuple[float, float]:
@@ -64,19 +58,28 @@ def _baseline_runnables() -> dict:
     algos = DECODE.algos_by_name
     return {
         name: registry.build(definition, algos[name].solution())
-        for name in ("fi-baseline", "fla-lib")
+        for name in (BASELINE, LIBRARY)
         if algos[name].unavailable() is None
     }
 
 
+def derived(row: dict) -> dict:
+    """The row with its ratios added (see the module docstring)."""
+    row["x_floor"] = row["ours_us"] / row["floor_us"]
+    row["host_ratio"] = row["host_ours_us"] / row["host_copy_us"]
+    if f"{BASELINE}_us" in row:
+        row["vs_fi"] = row[f"{BASELINE}_us"] / row["ours_us"]
+    return row
+
+
 def bench(batch_sizes=BATCH_SIZES) -> list[dict]:
-    """One row per batch size (µs; see module docstring)."""
+    """One row per batch size (µs; see the module docstring)."""
     sub = load_submission()
     baselines = _baseline_runnables()
     rows = []
     for batch in tqdm(batch_sizes, desc="bench", unit="batch"):
-        inputs = random_inputs(batch, seed=batch)
-        output, new_state = _outputs(batch)
+        inputs = decode_inputs(batch, seed=batch)
+        output, new_state = decode_outputs(batch)
         args = (*inputs.values(), output, new_state)
         sub.kernel(*args)
         state_err, out_err = errors(inputs, output, new_state)
@@ -84,94 +87,22 @@ def bench(batch_sizes=BATCH_SIZES) -> list[dict]:
         row = {
             "batch_size": batch,
             "ours_us": kernel_time_us(lambda: sub.kernel(*args)),
-            "floor_us": copy_floor_us(batch),
+            "floor_us": DECODE.floor_us(batch),
             "state_rel_err": state_err,
             "out_rel_err": out_err,
             "host_ours_us": host_time_us(lambda: sub.kernel(*args)),
             "host_copy_us": host_time_us(copy),
         }
         for name, runnable in baselines.items():
-            fresh = random_inputs(batch, seed=batch)  # fi-baseline updates its state in place
+            fresh = decode_inputs(batch, seed=batch)  # fi-baseline updates its state in place
             row[f"{name}_us"] = kernel_time_us(lambda: runnable(*fresh.values()))
-        rows.append(row)
+        rows.append(derived(row))
     return rows
 
 
-def valid_configs() -> list[tuple[int, int]]:
-    """(BV, warps) pairs where every thread holds at least one 16-byte vector of the tile."""
-    return [(bv, w) for bv in (2, 4, 8, 16, 32, 64) for w in (1, 2, 4, 8) if bv * 128 // (32 * w) >= 4]
-
-
-def sweep(batch_sizes=BATCH_SIZES, configs=None, finalists: int = 4, repeats: int = 3) -> list[dict]:
-    """CUPTI time of every config at every batch size (state present), each checked against
-    float64 first. The `finalists` fastest per batch size are timed `repeats` more times and
-    keep the median, so the choice rests on more than one sample near the top.
-    Rows: batch_size, block_v, num_warps, us, floor_us."""
-    sub = load_submission()
-    configs = configs or valid_configs()
-    rows = []
-    for batch in tqdm(batch_sizes, desc="sweep", unit="batch"):
-        inputs = random_inputs(batch, seed=batch)
-        output, new_state = _outputs(batch)
-        args = (*inputs.values(), output, new_state)
-        floor = copy_floor_us(batch)
-
-        def timed(block_v, num_warps):
-            sub.LAUNCH_TABLE = ((1 << 62, block_v, num_warps),)
-            return kernel_time_us(lambda: sub.kernel(*args))
-
-        mine = []
-        for block_v, num_warps in configs:
-            sub.LAUNCH_TABLE = ((1 << 62, block_v, num_warps),)
-            sub.kernel(*args)
-            state_err, out_err = errors(inputs, output, new_state)
-            if state_err > 1e-5 or out_err > 1e-2:
-                raise AssertionError(f"BV={block_v} warps={num_warps} B={batch}: errors {state_err}, {out_err}")
-            mine.append({"batch_size": batch, "block_v": block_v, "num_warps": num_warps,
-                         "us": timed(block_v, num_warps), "floor_us": floor})
-        for row in sorted(mine, key=lambda r: r["us"])[:finalists]:
-            samples = [row["us"]] + [timed(row["block_v"], row["num_warps"]) for _ in range(repeats)]
-            row["us"] = statistics.median(samples)
-        rows += mine
-    return rows
-
-
-def best_table(rows: list[dict], tolerance: float = 0.02) -> tuple[tuple[int, int, int], ...]:
-    """LAUNCH_TABLE rows (max batch, BV, warps) from a sweep.
-
-    At each swept batch size, every config within `tolerance` of the fastest counts as best
-    (timings repeat to a few percent, so closer calls are noise). Walking up the batch sizes,
-    the current config is kept while it stays among the best; otherwise the best config that
-    stays among the best for the most following batch sizes takes over. A row serves every
-    batch up to its last swept size; the last row is unbounded."""
-    by_batch = {}
-    for r in rows:
-        by_batch.setdefault(r["batch_size"], {})[(r["block_v"], r["num_warps"])] = r["us"]
-    batches = sorted(by_batch)
-    good = [{c for c, us in by_batch[b].items() if us <= (1 + tolerance) * min(by_batch[b].values())} for b in batches]
-
-    def run_length(config, start):
-        n = 0
-        while start + n < len(batches) and config in good[start + n]:
-            n += 1
-        return n
-
-    table = []
-    for i, batch in enumerate(batches):
-        if table and table[-1][1:] in good[i]:
-            table[-1] = (batch, *table[-1][1:])
-        else:
-            config = max(sorted(good[i]), key=lambda c: (run_length(c, i), -by_batch[batch][c]))
-            table.append((batch, *config))
-    table[-1] = (1 << 62, *table[-1][1:])
-    return tuple(table)
-
-
-def write_launch_table(table, path=KERNEL_PATH) -> None:
-    """Replace the LAUNCH_TABLE literal in kernel.py."""
-    text = path.read_text(encoding="utf-8")
-    body = "".join(f"    ({'1 << 62' if b == 1 << 62 else b}, {bv}, {w}),\n" for b, bv, w in table)
-    new, count = re.subn(r"LAUNCH_TABLE = \(\n(?:    \(.*\),\n)+\)", f"LAUNCH_TABLE = (\n{body})", text)
-    if count != 1:
-        raise ValueError(f"{path}: LAUNCH_TABLE literal not found")
-    path.write_text(new, encoding="utf-8")
+def format_rows(rows: list[dict]) -> str:
+    """The table: one line per batch size, '-' where a column was not measured."""
+    lines = ["  ".join(f"{title:>9}" for title, _, _ in COLUMNS)]
+    for row in rows:
+        lines.append("  ".join(f"{row[key]:>9{spec}}" if key in row else f"{'-':>9}" for _, key, spec in COLUMNS))
+    return "\n".join(lines)

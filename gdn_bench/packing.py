@@ -31,7 +31,7 @@ from flashinfer_bench.agents import pack_solution_from_files
 from flashinfer_bench.agents.solution_handler import VALID_SOURCE_EXTENSIONS
 from tomlkit.exceptions import TOMLKitError
 
-from gdn_bench.paths import CONFIG_PATH, SOLUTION_ROOT
+from gdn_bench.paths import CONFIG_NAME
 
 # Keys a [submission.<short name>] table may set, and where they go.
 SUBMISSION_KEYS = {"name": "solution", "definition": "solution", "description": "solution",
@@ -70,7 +70,7 @@ def _require_sections(data: dict, path: Path) -> None:
             raise PackError(f"{path}: missing section [{section}]")
 
 
-def config_text_for(text: str, definition: str, path: Path = CONFIG_PATH) -> str:
+def config_text_for(text: str, definition: str, path: Path = Path(CONFIG_NAME)) -> str:
     """config.toml's text with [solution] and [build] naming `definition`.
 
     Unchanged when [solution] already names it. Otherwise the [submission.<short name>]
@@ -104,7 +104,7 @@ def config_text_for(text: str, definition: str, path: Path = CONFIG_PATH) -> str
     return tomlkit.dumps(doc)
 
 
-def read_config(path: Path = CONFIG_PATH, language: str | None = None, definition: str | None = None) -> SolutionConfig:
+def read_config(path: Path, language: str | None = None, definition: str | None = None) -> SolutionConfig:
     """Parse and check config.toml as the evaluator reads it: [solution] and [build] only.
 
     `definition` reads the text submit.py would commit for it (config_text_for); None takes
@@ -118,7 +118,7 @@ def read_config(path: Path = CONFIG_PATH, language: str | None = None, definitio
     return parse_config(text, path, language)
 
 
-def parse_config(text: str, path: Path = CONFIG_PATH, language: str | None = None) -> SolutionConfig:
+def parse_config(text: str, path: Path = Path(CONFIG_NAME), language: str | None = None) -> SolutionConfig:
     """[solution] and [build] (or [build.<language>]) of a config.toml text; `path` names it
     in error messages."""
     try:
@@ -176,9 +176,14 @@ def check_sources(source_dir: Path, entry_point: str) -> None:
         raise PackError(f"entry_point function {function!r} is not defined in {entry}")
 
 
-def pack(config: SolutionConfig, source_dir: Path | None = None) -> Solution:
-    """Pack the top-level sources of `source_dir` (default solution/<language>/)."""
-    source_dir = Path(source_dir) if source_dir is not None else SOLUTION_ROOT / config.language
+def solution_dir(root: Path, language: str) -> Path:
+    """Where a checkout keeps the sources of `language`: solution/<language>/."""
+    return Path(root) / "solution" / language
+
+
+def pack(config: SolutionConfig, source_dir: Path) -> Solution:
+    """Pack the top-level sources of `source_dir` (a checkout's solution_dir, or a baseline's folder)."""
+    source_dir = Path(source_dir)
     check_sources(source_dir, config.entry_point)
     spec = BuildSpec(
         language=config.language,

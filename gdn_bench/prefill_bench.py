@@ -22,15 +22,16 @@ from tqdm import tqdm
 
 from gdn_bench.algos import load_module
 from gdn_bench.checking import worst_margin
-from gdn_bench.definitions.prefill import PREFILL
+from gdn_bench.definitions.prefill import LIBRARY, PREFILL
 from gdn_bench.prefill_mix import model_like_inputs
 from gdn_bench.reference_prefill import gdn_prefill, run
-from gdn_bench.shapes import HEAD_SIZE, NUM_V_HEADS
+from gdn_bench.roles import BASELINE
+from gdn_bench.signature import empty_outputs
 from gdn_bench.timing import kernel_time_us
 
 SEQ_LENS = (6, 64, 300, 1024, 4096, 8192)
 NUM_SEQS = (1, 4, 32)
-BASELINES = {"fi-baseline": "FI", "fla-chunk": "FLA"}
+BASELINES = {BASELINE: "FI", LIBRARY: "FLA"}
 
 
 def grid(seq_lens, num_seqs) -> list[tuple[int, int]]:
@@ -79,9 +80,9 @@ def _baselines() -> dict:
             for name in BASELINES if algos[name].unavailable() is None}
 
 
-def _outputs(total: int, num_seqs: int):
-    return (torch.empty(total, NUM_V_HEADS, HEAD_SIZE, dtype=torch.bfloat16, device="cuda"),
-            torch.empty(num_seqs, NUM_V_HEADS, HEAD_SIZE, HEAD_SIZE, device="cuda"))
+def _outputs(definition, total: int, num_seqs: int):
+    axes = {"total_seq_len": total, "num_seqs": num_seqs, "len_cu_seqlens": num_seqs + 1}
+    return empty_outputs(definition, axes, "cuda")
 
 
 def _margin(outputs, reference) -> float:
@@ -92,6 +93,7 @@ def bench(shapes, configs=({},), seed: int = 0) -> list[dict]:
     """One row per (T, N, variant of ours): see the module docstring. Times in µs."""
     variants = [(variant_label(c), load_variant(c, i)) for i, c in enumerate(configs)]
     baselines = _baselines()
+    definition = PREFILL.build_definition()
     rows = []
     for total, num_seqs in tqdm(shapes, desc="bench_prefill", unit="shape"):
         gen = torch.Generator(device="cuda").manual_seed(seed)
@@ -101,7 +103,7 @@ def bench(shapes, configs=({},), seed: int = 0) -> list[dict]:
         ref32 = run(*args)  # the definition's reference, in the definition's dtypes
         base_us = {name: kernel_time_us(lambda r=runnable: r(*args)) for name, runnable in baselines.items()}
         for label, module in variants:
-            first, second = _outputs(total, num_seqs), _outputs(total, num_seqs)
+            first, second = _outputs(definition, total, num_seqs), _outputs(definition, total, num_seqs)
             module.kernel(*args, *first)
             module.kernel(*args, *second)
             torch.cuda.synchronize()
@@ -119,8 +121,8 @@ def bench(shapes, configs=({},), seed: int = 0) -> list[dict]:
 
 
 COLUMNS = (("T", "T", "d"), ("N", "N", "d"), ("variant", "variant", "s"), ("ours µs", "ours_us", ".1f"),
-           ("FI µs", "fi-baseline_us", ".1f"), ("FLA µs", "fla-chunk_us", ".1f"), ("×FI", "x_fi-baseline", ".2f"),
-           ("×FLA", "x_fla-chunk", ".2f"), ("det", "deterministic", "s"), ("margin f64", "margin_f64", ".3f"),
+           ("FI µs", f"{BASELINE}_us", ".1f"), ("FLA µs", f"{LIBRARY}_us", ".1f"), ("×FI", f"x_{BASELINE}", ".2f"),
+           ("×FLA", f"x_{LIBRARY}", ".2f"), ("det", "deterministic", "s"), ("margin f64", "margin_f64", ".3f"),
            ("margin f32", "margin_f32", ".3f"))
 
 

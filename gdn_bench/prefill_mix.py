@@ -27,7 +27,8 @@ from safetensors.torch import save_file
 from tqdm import tqdm
 
 from gdn_bench import trace_cache
-from gdn_bench.shapes import HEAD_SIZE, NUM_Q_HEADS, NUM_V_HEADS
+from gdn_bench.shapes import DEFAULT_SCALE, HEAD_SIZE, NUM_Q_HEADS, NUM_V_HEADS
+from gdn_bench.signature import tensor_inputs
 
 # Bump when the plan or the tensors change: the cached trace set is then written anew.
 GENERATOR_VERSION = 1
@@ -47,6 +48,7 @@ LOG_MEDIAN, LOG_SIGMA, MIN_TOKENS = 4.6, 1.5, 6
 EMPTY_SEQUENCE_WORKLOADS = 3
 # The committed CPU subset: sequence lengths per workload (0 is an empty sequence).
 EMBEDDED_SUBSET = ((6,), (23,), (9, 0, 20, 12), (10, 30, 24), (7, 15, 3, 20, 9, 16))
+STORED = ("k", "cu_seqlens")  # the inputs a workload's blob holds; flashinfer-bench draws the other tensors
 
 
 def _split(total: int, count: int, rng: random.Random) -> list[int]:
@@ -114,36 +116,37 @@ def model_like_inputs(lengths: Sequence[int], gen: torch.Generator, device: str,
         state=randn(num_seqs, NUM_V_HEADS, HEAD_SIZE, HEAD_SIZE) if with_state else None,
         A_log=randn(NUM_V_HEADS), a=randn(total, NUM_V_HEADS, dtype=bf16), dt_bias=randn(NUM_V_HEADS),
         b=randn(total, NUM_V_HEADS, dtype=bf16), cu_seqlens=cu_seqlens_of(lengths, device),
-        scale=1.0 / math.sqrt(HEAD_SIZE),
+        scale=DEFAULT_SCALE,
     )
 
 
-def plan_workloads(name: str, plan: Sequence[Sequence[int]], kind: str) -> list[Workload]:
-    """One Workload per entry of `plan` (its sequence lengths): k and cu_seqlens from a
-    safetensors blob named by the workload's uuid, the rest random, scale 1/sqrt(128)."""
+def plan_workloads(definition: Definition, plan: Sequence[Sequence[int]], kind: str) -> list[Workload]:
+    """One Workload per entry of `plan` (its sequence lengths): the STORED inputs from a
+    safetensors blob named by the workload's uuid, the other tensors random, scale 1/sqrt(128)."""
+    name = definition.name
     workloads = []
     for index, lengths in enumerate(plan):
         wl_uuid = str(uuid.uuid5(uuid.NAMESPACE_URL, f"gdn-bench/{name}/{kind}/{index}"))
         blob = f"blob/workloads/gdn/{name}/{name}_{wl_uuid}.safetensors"
-        inputs = {n: RandomInput() for n in ("q", "v", "state", "A_log", "a", "dt_bias", "b")}
-        inputs.update({key: SafetensorsInput(path=blob, tensor_key=key) for key in ("k", "cu_seqlens")})
+        inputs = {n: RandomInput() for n in tensor_inputs(definition) if n not in STORED}
+        inputs.update({key: SafetensorsInput(path=blob, tensor_key=key) for key in STORED})
         axes = {"total_seq_len": sum(lengths), "num_seqs": len(lengths), "len_cu_seqlens": len(lengths) + 1}
         workloads.append(Workload(axes=axes, uuid=wl_uuid,
-                                  inputs={**inputs, "scale": ScalarInput(value=1.0 / math.sqrt(HEAD_SIZE))}))
+                                  inputs={**inputs, "scale": ScalarInput(value=DEFAULT_SCALE)}))
     return workloads
 
 
 def write_workloads(trace_set: TraceSet, name: str, plan: Sequence[Sequence[int]], seed: int, kind: str,
                     progress: bool = False) -> None:
-    """Add plan_workloads(name, plan, kind) to `trace_set` and write their blobs (keys drawn
-    from `seed` in plan order)."""
+    """Add plan_workloads to `trace_set` for its definition `name` and write their blobs (keys
+    drawn from `seed` in plan order)."""
     gen = torch.Generator().manual_seed(seed)
-    workloads = plan_workloads(name, plan, kind)
+    workloads = plan_workloads(trace_set.definitions[name], plan, kind)
     for lengths, workload in zip(tqdm(plan, desc=f"writing {kind} workloads", unit="workload", disable=not progress),
                                  workloads):
         path = Path(trace_set.root) / workload.inputs["k"].path
         path.parent.mkdir(parents=True, exist_ok=True)
-        save_file({"k": unit_keys(sum(lengths), gen), "cu_seqlens": cu_seqlens_of(lengths)}, path)
+        save_file(dict(zip(STORED, (unit_keys(sum(lengths), gen), cu_seqlens_of(lengths)))), path)
     trace_set.add_workload_traces([Trace(definition=name, workload=w) for w in workloads])
 
 
@@ -152,9 +155,9 @@ def write_embedded_subset(trace_set: TraceSet, name: str, seed: int) -> None:
     write_workloads(trace_set, name, EMBEDDED_SUBSET, seed, "subset")
 
 
-def contest_mix_workloads(name: str, seed: int = SEED) -> list[Workload]:
+def contest_mix_workloads(definition: Definition, seed: int = SEED) -> list[Workload]:
     """The generated mix's workloads (uuids, axes, inputs) without writing anything."""
-    return plan_workloads(name, contest_mix_plan(seed), f"mix-v{GENERATOR_VERSION}")
+    return plan_workloads(definition, contest_mix_plan(seed), f"mix-v{GENERATOR_VERSION}")
 
 
 def contest_mix_root(definition: Definition, seed: int = SEED) -> Path:

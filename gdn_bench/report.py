@@ -1,28 +1,30 @@
-"""Render a Results: the console table (grouped as the definition says: by batch size for
-decode, by total_seq_len rounded up to a power of two for prefill), results.json and a PNG
-plot of kernel time against that group per algorithm, with the memory floor where there is one."""
+"""Render a Results and its Summary (gdn_bench.results.summarize derives every number shown):
+the console table, grouped as the definition says (by batch size for decode, by
+total_seq_len rounded up to a power of two for prefill), results.json, and a PNG plot of
+kernel time against that group per algorithm, with the memory floor where there is one."""
 
 import json
-import statistics
+import textwrap
 from pathlib import Path
 
 from gdn_bench.definitions import DefinitionSpec, resolve
-from gdn_bench.results import BASELINE, REFERENCE, Results, Row, contest_score, summary
+from gdn_bench.plots import kernel_time_plot, margin_plot
+from gdn_bench.results import Results, Summary
 
 HARNESS_NOTE = (
-    "harness = flashinfer-bench 0.1.2's latency: it synchronizes inside its timing loop, so it "
-    "includes host launch cost (flashinfer-bench issue #195).\n"
-    "kernel  = CUPTI GPU time per call, cold L2 (256 MB flush), first kernel start to last kernel "
-    "end, median: the official evaluator's method."
+    "harness  = flashinfer-bench 0.1.2's latency: it synchronizes inside its timing loop, so it includes host "
+    "launch cost (flashinfer-bench issue #195).\n"
+    "kernel   = CUPTI GPU time per call, cold L2 (256 MB flush), first kernel start to last kernel end, median: "
+    "the official evaluator's method."
 )
-FLOOR_NOTE = "floor   = the same measurement of new_state.copy_(state): the bytes any kernel must move."
-MARGIN_NOTE = ("margin  = worst over elements and outputs of |err| / max(atol, rtol·|ref|), atol = rtol = 1e-2: "
-               "an element fails only above 1.")
-
-
-def _median(values):
-    values = [v for v in values if v is not None]
-    return statistics.median(values) if values else None
+FLOOR_NOTE = "floor    = the same measurement of new_state.copy_(state): the bytes any kernel must move."
+INDENT = " " * 12  # continuation lines of the header
+MESSAGE_CHARS = 160  # a failure's message under the table is cut to this
+CPU_BANNER = (
+    "NO CUDA GPU: correctness only. Triton's interpreter ran the kernels on the CPU, and the kit's\n"
+    "own checker (gdn_bench/checking.py) compared every output with the definition's reference\n"
+    "(flashinfer-bench's Benchmark needs a GPU). Nothing was timed: timing needs a GPU (CUPTI)."
+)
 
 
 def _fmt(value, spec=".2f", suffix=""):
@@ -33,127 +35,154 @@ def _spec(results: Results) -> DefinitionSpec:
     return resolve(results.meta.get("definition", "decode"))
 
 
-def aggregate(results: Results) -> list[dict]:
-    """One line per (report group, algorithm): pass count, worst errors and margin, median times."""
-    group_of = _spec(results).group_of
-    by_group: dict[tuple[int, str], list[Row]] = {}
-    for r in sorted(results.rows, key=lambda r: group_of(r.axes)):
-        by_group.setdefault((group_of(r.axes), r.algo), []).append(r)
-    medians = {key: _median(r.kernel_us for r in rows if r.status == "PASSED") for key, rows in by_group.items()}
-    lines = []
-    for (group, algo), rows in by_group.items():
-        kernel = medians[(group, algo)]
-        floor = results.floors_us.get(group)
+def _workloads_lines(meta: dict, summary: Summary) -> list[str]:
+    """How many workloads ran and how they were chosen; then which, by size and kind."""
+    count = sum(w["count"] for w in summary.workloads)
+    kinds = {w["kind"] for w in summary.workloads}
+    items = [f"{w['label']}{'' if len(kinds) == 1 else ' ' + w['kind']} ×{w['count']}" for w in summary.workloads]
+    shown = ", ".join(items) + (f" (all {kinds.pop()})" if len(kinds) == 1 else "")
+    return [f"workloads:  {count} of the trace set's {meta.get('available')}, {meta.get('selection')}:",
+            *textwrap.wrap(shown, width=100, initial_indent=INDENT, subsequent_indent=INDENT)]
 
-        def ratio(other):
-            base = medians.get((group, other))
-            return base / kernel if base and kernel else None
 
-        lines.append({
-            "group": group, "algo": algo, "passed": sum(r.status == "PASSED" for r in rows), "total": len(rows),
-            "failures": sorted({r.status for r in rows if r.status != "PASSED"}),
-            "max_abs_error": max((r.max_abs_error for r in rows if r.max_abs_error is not None), default=None),
-            "max_rel_error": max((r.max_rel_error for r in rows if r.max_rel_error is not None), default=None),
-            "worst_margin": max((r.worst_margin for r in rows if r.worst_margin is not None), default=None),
-            "harness_us": _median(r.harness_us for r in rows if r.status == "PASSED"),
-            "kernel_us": kernel,
-            "x_floor": kernel / floor if kernel and floor else None,
-            "vs_reference": ratio(REFERENCE) if algo != REFERENCE else None,
-            "vs_fi_baseline": ratio(BASELINE) if algo != BASELINE else None,
-        })
+def header(results: Results, summary: Summary) -> list[str]:
+    """What ran, on what, how it was checked: the lines above the table."""
+    meta, spec = results.meta, _spec(results)
+    cpu = meta.get("mode") == "cpu-correctness"
+    atol, rtol = meta["check"]["atol"], meta["check"]["rtol"]
+    seed = meta.get("seed")
+    lines = ["=" * 96, CPU_BANNER, "=" * 96] if cpu else [f"GPU: {meta.get('gpu')}"]
+    package = f"; harness: gdn_bench from {meta['package']}" if meta.get("package") else ""
+    inputs = f"random tensors drawn from seed {seed} (replay: --seed {seed}), stored ones from the trace set"
+    if not cpu:
+        inputs += "; flashinfer-bench's Benchmark (status, max abs, harness µs) draws its own, unseeded"
+    lines += [
+        f"definition: {spec.name}   date: {meta.get('date')}",
+        f"project:    {meta.get('root')} (config.toml, solution/, baselines/){package}",
+        f"trace set:  {meta.get('dataset')}",
+        *_workloads_lines(meta, summary),
+        f"inputs:     {inputs}",
+        f"check:      atol = {atol:g}, rtol = {rtol:g}: an element fails only when |err| > atol AND "
+        "|err| > rtol·|ref|,",
+        f"{INDENT}so a large relative error on a near-zero element passes.",
+        "margin:     worst over elements and outputs of |err| / max(atol, rtol·|ref|), what decides: "
+        "the check passes when it is <= 1.",
+    ]
+    if cpu:
+        lines += [f"{INDENT}The interpreter truncates float32 to bfloat16 (a GPU rounds to nearest), so bf16 "
+                  "outputs carry up to", f"{INDENT}2^-7 relative error on CPU: margins near 0.78 are that rounding."]
+    else:
+        lines.append(HARNESS_NOTE + ("\n" + FLOOR_NOTE if spec.floor_us is not None else ""))
     return lines
 
 
-def format_table(results: Results) -> str:
-    """The console report: banner, table, skipped algorithms, summary line."""
+def shortened(message: str, limit: int = MESSAGE_CHARS) -> str:
+    """A message on one line: its only line, or for a longer text (a log, a traceback) its last
+    non-empty line, which names the error; cut to `limit` characters."""
+    lines = [line.strip() for line in message.strip().splitlines() if line.strip()]
+    text = lines[-1] if lines else "(no message)"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _problem_lines(summary: Summary) -> list[str]:
+    """Under the table: why each failed case failed (full messages in results.json)."""
+    if not summary.problems:
+        return []
+    out = ["", "why (full messages in results.json):"]
+    for p in summary.problems:
+        where = p["workloads"][0] if len(p["workloads"]) == 1 else f"{len(p['workloads'])} workloads"
+        out.append(f"  {p['algo']} {p['status']} on {where}: {shortened(p['message'])}")
+    return out
+
+
+def format_table(results: Results, summary: Summary) -> str:
+    """The console report: header, table, skipped algorithms, summary line."""
     spec = _spec(results)
-    out = []
     cpu = results.meta.get("mode") == "cpu-correctness"
     floors = spec.floor_us is not None
-    if cpu:
-        out.append("=" * 78)
-        out.append(f"NO CUDA GPU: correctness only (Triton interpreter on CPU), on a small subset ({spec.short}).")
-        out.append("Timing was skipped: the tiers below need a GPU (CUPTI).")
-        out.append("=" * 78)
-    else:
-        out.append(f"GPU: {results.meta.get('gpu')}   date: {results.meta.get('date')}   definition: {spec.name}")
-        out.append(HARNESS_NOTE + ("\n" + FLOOR_NOTE if floors else ""))
-    out.append(MARGIN_NOTE)
-    header = f"{spec.group_label:>5} {'algorithm':<14} {'status':<12} {'max abs':>9} {'max rel':>9} {'margin':>8}"
+    statuses = [f"{line.passed}/{line.total} ok" if not line.failures else
+                f"{line.passed}/{line.total}: {','.join(line.failures)}" for line in summary.lines]
+    width = max([len("status"), *map(len, statuses)])
+    columns = f"{spec.group_label:>5} {'algorithm':<14} {'status':<{width}} {'max abs':>9} {'margin':>8}"
     if not cpu:
-        header += f" {'harness µs':>11} {'kernel µs':>10}"
-        header += f" {'floor µs':>9} {'×floor':>7}" if floors else ""
-        header += f" {'vs ref':>8} {'vs FI':>7}"
-    out.append(header)
-    out.append("-" * len(header))
+        columns += f" {'harness µs':>11} {'kernel µs':>10}"
+        columns += f" {'floor µs':>9} {'×floor':>7}" if floors else ""
+        columns += f" {'vs ref':>8} {'vs FI':>7}"
+    out = [*header(results, summary), "", columns, "-" * len(columns)]
     last_group = None
-    for line in aggregate(results):
-        if last_group is not None and line["group"] != last_group:
+    for line, status in zip(summary.lines, statuses):
+        if last_group is not None and line.group != last_group:
             out.append("")
-        last_group = line["group"]
-        status = f"{line['passed']}/{line['total']} ok" if not line["failures"] else ",".join(line["failures"])
-        text = (f"{line['group']:>5} {line['algo']:<14} {status:<12} "
-                f"{_fmt(line['max_abs_error'], '.2e'):>9} {_fmt(line['max_rel_error'], '.2e'):>9}"
-                f" {_fmt(line['worst_margin'], '.3f'):>8}")
+        last_group = line.group
+        text = (f"{line.group:>5} {line.algo:<14} {status:<{width}} "
+                f"{_fmt(line.max_abs_error, '.2e'):>9} {_fmt(line.worst_margin, '.3f'):>8}")
         if not cpu:
-            text += f" {_fmt(line['harness_us'], '.1f'):>11} {_fmt(line['kernel_us']):>10}"
+            text += f" {_fmt(line.harness_us, '.1f'):>11} {_fmt(line.kernel_us):>10}"
             if floors:
-                text += (f" {_fmt(results.floors_us.get(line['group'])):>9}"
-                         f" {_fmt(line['x_floor'], '.2f', '×'):>7}")
-            text += f" {_fmt(line['vs_reference'], '.1f', '×'):>8} {_fmt(line['vs_fi_baseline'], '.2f', '×'):>7}"
+                text += f" {_fmt(results.floors_us.get(line.group)):>9} {_fmt(line.x_floor, '.2f', '×'):>7}"
+            text += f" {_fmt(line.vs_reference, '.1f', '×'):>8} {_fmt(line.vs_fi_baseline, '.2f', '×'):>7}"
         out.append(text)
+    out += _problem_lines(summary)
     for algo, reason in results.skipped.items():
         out.append(f"skipped {algo}: {reason}")
-    s = summary(results)
-    line = f"passed {s['passed']}/{s['total']} (algorithm, workload) cases"
-    score = contest_score(results)
-    if score is not None:
+    line = f"passed {summary.passed}/{summary.total} (algorithm, workload) cases"
+    if summary.score is not None:
         line += (f"; contest-style score of {results.meta.get('submission')} "
-                 f"(mean fi-baseline/ours kernel time): {score:.3f}")
+                 f"(mean fi-baseline/ours kernel time): {summary.score:.3f}")
     out.append(line)
     return "\n".join(out)
 
 
-def write_json(results: Results, path: Path) -> None:
-    path.write_text(json.dumps(results.to_json(), indent=2, allow_nan=False), encoding="utf-8")
+def write_json(results: Results, summary: Summary, path: Path) -> None:
+    data = {**results.to_json(), "summary": summary.to_json()}
+    path.write_text(json.dumps(data, indent=2, allow_nan=False), encoding="utf-8")
 
 
-def plot(results: Results, path: Path) -> None:
-    """Kernel time (median per report group) per algorithm, log-log, with the copy floor."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def plot_kernel_times(results: Results, summary: Summary, path: Path) -> bool:
+    """Kernel time (median per report group) per algorithm, with the copy floor; False (and no
+    file) when nothing was timed."""
     spec = _spec(results)
-    fig, ax = plt.subplots(figsize=(8, 5))
-    lines = aggregate(results)
-    for algo in dict.fromkeys(line["algo"] for line in lines):
-        points = [(line["group"], line["kernel_us"]) for line in lines if line["algo"] == algo and line["kernel_us"]]
-        if points:
-            ax.plot(*zip(*points), marker="o", label=algo)
-    if results.floors_us:
-        ax.plot(*zip(*sorted(results.floors_us.items())), "k--", label="copy floor")
-    if not ax.lines:
-        ax.text(0.5, 0.5, "no timing (correctness-only run)", ha="center", va="center", transform=ax.transAxes)
-    else:
-        ax.set_xscale("log", base=2)
-        ax.set_yscale("log")
-        ax.legend()
-    ax.set_xlabel(spec.group_title)
-    ax.set_ylabel("kernel time, µs (CUPTI, cold L2, median)")
-    ax.set_title(f"{spec.name} on {results.meta.get('gpu') or 'CPU'}")
-    ax.grid(True, which="both", alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    series = {algo: [(line.group, line.kernel_us) for line in summary.lines if line.algo == algo and line.kernel_us]
+              for algo in dict.fromkeys(line.algo for line in summary.lines)}
+    if not any(series.values()):
+        return False
+    kernel_time_plot(series, path, spec.group_title, f"{spec.name} on {results.meta.get('gpu')}",
+                     floor=list(results.floors_us.items()))
+    return True
 
 
-def write_report(results: Results, out_dir: Path) -> dict[str, Path]:
-    """results.json, kernel_time.png and report.txt under out_dir; returns their paths."""
+def plot_margins(results: Results, path: Path) -> bool:
+    """The worst margin of every checked (algorithm, workload), workloads labelled by size (and
+    kind, where they differ; several alike get #2, #3...); False (and no file) when nothing
+    was checked."""
+    spec = _spec(results)
+    labels, taken = {}, {}
+    mixed = len({r.kind for r in results.rows}) > 1
+    for r in sorted(results.rows, key=lambda r: r.order()):
+        if r.workload not in labels:
+            base = spec.workload_label(r.axes) + (f" {r.kind}" if mixed else "")
+            taken[base] = taken.get(base, 0) + 1
+            labels[r.workload] = base if taken[base] == 1 else f"{base} #{taken[base]}"
+    series = {}
+    for r in sorted(results.rows, key=lambda r: r.order()):
+        if r.worst_margin is not None:
+            series.setdefault(r.algo, []).append((labels[r.workload], r.worst_margin))
+    if not series:
+        return False
+    where = results.meta.get("gpu") or "CPU (Triton interpreter)"
+    margin_plot(series, path, f"worst margin per workload: {spec.short} on {where}, seed {results.meta.get('seed')}")
+    return True
+
+
+def write_report(results: Results, summary: Summary, out_dir: Path) -> dict[str, Path]:
+    """results.json and report.txt under out_dir, with margins.png when anything was checked
+    and kernel_time.png when anything was timed; returns the paths written."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    paths = {"json": out_dir / "results.json", "plot": out_dir / "kernel_time.png", "table": out_dir / "report.txt"}
-    write_json(results, paths["json"])
-    plot(results, paths["plot"])
-    paths["table"].write_text(format_table(results) + "\n", encoding="utf-8")
+    paths = {"json": out_dir / "results.json", "table": out_dir / "report.txt"}
+    write_json(results, summary, paths["json"])
+    if plot_margins(results, out_dir / "margins.png"):
+        paths["margins"] = out_dir / "margins.png"
+    if plot_kernel_times(results, summary, out_dir / "kernel_time.png"):
+        paths["plot"] = out_dir / "kernel_time.png"
+    paths["table"].write_text(format_table(results, summary) + "\n", encoding="utf-8")
     return paths

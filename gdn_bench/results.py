@@ -6,15 +6,20 @@ meta names the definition and its submission algorithm ("submission"). A Row is 
 (algorithm, workload): the workload's axes, status and max errors (flashinfer-bench's names
 and statistics), the worst margin per output (gdn_bench.checking.worst_margin), and the
 timing tiers in µs (None where not measured). Partial results (one per Modal container, say)
-merge into one; the summary and the contest-style score are derived.
+merge into one. Everything derived from the rows (pass counts, the contest-style score, the
+per-group medians and ratios the report shows) is computed here, once, by `summarize`;
+gdn_bench.report only renders it.
 """
 
 import math
 import statistics
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
 
-BASELINE = "fi-baseline"
-REFERENCE = "pt-reference"
+from gdn_bench.roles import BASELINE, REFERENCE
+
+if TYPE_CHECKING:  # only for the annotation: this module imports nothing heavy
+    from gdn_bench.definitions import DefinitionSpec
 
 
 @dataclass
@@ -29,6 +34,7 @@ class Row:
     harness_us: float | None = None
     kernel_us: float | None = None
     message: str = ""
+    kind: str = ""  # how the workload's inputs were made (DefinitionSpec.workload_kind), e.g. "random"
 
     @property
     def worst_margin(self) -> float | None:
@@ -53,7 +59,6 @@ class Results:
             "skipped": self.skipped,
             "floors_us": {str(b): us for b, us in sorted(self.floors_us.items())},
             "rows": [asdict(r) for r in self.rows],
-            "summary": summary(self),
         }
 
     @classmethod
@@ -103,18 +108,100 @@ def contest_score(results: Results, algo: str | None = None) -> float | None:
     return statistics.fmean(base[w] / ours[w] for w in common) if common else None
 
 
-def summary(results: Results) -> dict:
-    """Pass counts per algorithm and the contest-style score of every algorithm vs fi-baseline."""
-    per_algo = {}
+def _median(values) -> float | None:
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else None
+
+
+def _worst(values) -> float | None:
+    return max((v for v in values if v is not None), default=None)
+
+
+@dataclass
+class GroupLine:
+    """One (report group, algorithm): pass count, worst errors and margin, median times of the
+    passed workloads, and the ratios: x_floor = kernel / floor; vs_reference and
+    vs_fi_baseline = that algorithm's median kernel time / this one's (None where either is
+    missing, and for the algorithm itself)."""
+
+    group: int
+    algo: str
+    passed: int
+    total: int
+    failures: list[str]
+    max_abs_error: float | None
+    max_rel_error: float | None
+    worst_margin: float | None
+    harness_us: float | None
+    kernel_us: float | None
+    x_floor: float | None
+    vs_reference: float | None
+    vs_fi_baseline: float | None
+
+
+@dataclass
+class Summary:
+    """What a run's rows add up to, derived once (summarize) for every report."""
+
+    passed: int
+    total: int
+    algos: dict[str, dict]  # per algorithm: passed, total, score_vs_fi_baseline
+    score: float | None  # the submission's contest-style score, if fi-baseline ran
+    lines: list[GroupLine]
+    workloads: list[dict]  # the workloads checked: label, kind and how many, in report order
+    # Every failed (algorithm, workload), and every passed one with a message (a timing that
+    # failed), one entry per (algorithm, status, message): the workloads' labels with it.
+    problems: list[dict]
+
+    def to_json(self) -> dict:
+        """As JSON-able data: a non-finite number (an infinite margin) is None."""
+        lines = [{k: None if isinstance(v, float) and not math.isfinite(v) else v for k, v in asdict(line).items()}
+                 for line in self.lines]
+        return {"passed": self.passed, "total": self.total, "algos": self.algos, "score": self.score, "groups": lines,
+                "workloads": self.workloads, "problems": self.problems}
+
+
+def summarize(results: Results, spec: "DefinitionSpec") -> Summary:
+    """Pass counts, the contest-style score of every algorithm, one GroupLine per (report
+    group, algorithm), and the workloads by label and kind; groups and labels as the
+    definition's spec gives them from a workload's axes (group_of, workload_label)."""
+    group_of, label_of = spec.group_of, spec.workload_label
+    by_group: dict[tuple[int, str], list[Row]] = {}
+    for r in sorted(results.rows, key=lambda r: group_of(r.axes)):
+        by_group.setdefault((group_of(r.axes), r.algo), []).append(r)
+    medians = {key: _median(r.kernel_us for r in rows if r.status == "PASSED") for key, rows in by_group.items()}
+
+    def ratio(group, other, kernel):
+        base = medians.get((group, other))
+        return base / kernel if base and kernel else None
+
+    lines = []
+    for (group, algo), rows in by_group.items():
+        kernel, floor = medians[(group, algo)], results.floors_us.get(group)
+        lines.append(GroupLine(
+            group=group, algo=algo, passed=sum(r.status == "PASSED" for r in rows), total=len(rows),
+            failures=sorted({r.status for r in rows if r.status != "PASSED"}),
+            max_abs_error=_worst(r.max_abs_error for r in rows), max_rel_error=_worst(r.max_rel_error for r in rows),
+            worst_margin=_worst(r.worst_margin for r in rows),
+            harness_us=_median(r.harness_us for r in rows if r.status == "PASSED"), kernel_us=kernel,
+            x_floor=kernel / floor if kernel and floor else None,
+            vs_reference=ratio(group, REFERENCE, kernel) if algo != REFERENCE else None,
+            vs_fi_baseline=ratio(group, BASELINE, kernel) if algo != BASELINE else None,
+        ))
+    algos = {}
     for algo in dict.fromkeys(r.algo for r in results.rows):
         rows = [r for r in results.rows if r.algo == algo]
-        per_algo[algo] = {
-            "passed": sum(r.status == "PASSED" for r in rows),
-            "total": len(rows),
-            "score_vs_fi_baseline": contest_score(results, algo),
-        }
-    return {
-        "passed": sum(r.status == "PASSED" for r in results.rows),
-        "total": len(results.rows),
-        "algos": per_algo,
-    }
+        algos[algo] = {"passed": sum(r.status == "PASSED" for r in rows), "total": len(rows),
+                       "score_vs_fi_baseline": contest_score(results, algo)}
+    counts: dict[tuple[str, str], int] = {}
+    for r in sorted({r.workload: r for r in results.rows}.values(), key=Row.order):
+        counts[(label_of(r.axes), r.kind)] = counts.get((label_of(r.axes), r.kind), 0) + 1
+    problems: dict[tuple[str, str, str], list[str]] = {}
+    for r in results.rows:
+        if r.status != "PASSED" or r.message:
+            problems.setdefault((r.algo, r.status, r.message), []).append(label_of(r.axes))
+    return Summary(passed=sum(r.status == "PASSED" for r in results.rows), total=len(results.rows), algos=algos,
+                   score=contest_score(results), lines=lines,
+                   workloads=[{"label": label, "kind": kind, "count": n} for (label, kind), n in counts.items()],
+                   problems=[{"algo": algo, "status": status, "message": message, "workloads": labels}
+                             for (algo, status, message), labels in problems.items()])

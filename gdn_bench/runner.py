@@ -22,10 +22,11 @@ import torch
 from flashinfer_bench import Benchmark, BenchmarkConfig, Trace, TraceSet, Workload
 from tqdm import tqdm
 
-from gdn_bench.checking import CheckResult, check_solutions, workload_inputs
+from gdn_bench.checking import ATOL, RTOL, CheckResult, SolutionCall, check_solutions, workload_inputs
 from gdn_bench.dataset import load_trace_set
 from gdn_bench.definitions import DEFAULT, DefinitionSpec, resolve
 from gdn_bench.packing import PackError
+from gdn_bench.paths import harness_outside_project, project_root
 from gdn_bench.results import Results, Row
 from gdn_bench.timing import TimingError, kernel_time_us
 
@@ -35,7 +36,8 @@ class RunSettings:
     """One run. `definition` is a short or full name; `dataset` None means the definition's
     default trace set; `sizes` filters the definition's size axis (batch_size for decode,
     total_seq_len for prefill); warmup / iterations / trials None take the contest's values
-    for the definition."""
+    for the definition. `seed` draws the random inputs of the kit's own checks and timings
+    (checking.workload_inputs); flashinfer-bench's Benchmark draws its own."""
 
     algos: list[str]
     dataset: Path | None = None
@@ -46,6 +48,7 @@ class RunSettings:
     warmup: int | None = None
     iterations: int | None = None
     trials: int | None = None
+    seed: int = 0
     out: Path = Path("results")
     shard: tuple[int, int] | None = None  # (index, count): one slice of the selection, see select_workloads
 
@@ -55,27 +58,55 @@ class RunSettings:
 
 
 def select_workloads(workloads: list[Workload], settings: RunSettings, cpu: bool) -> list[Workload]:
-    """Filter a trace set's workloads by --workload-id prefix and by size, then cap at -n.
-    With no filter on CPU, the definition's small CPU subset. With a shard (index, count),
-    only the index-th of `count` near-equal contiguous slices of that selection ordered by
-    size (possibly empty when count exceeds the selection)."""
+    """Filter a trace set's workloads by --workload-id prefix and by size, then keep at most
+    -n of each report group (the first in the trace set's order; spec.group_of: a batch size
+    for decode, a total_seq_len bucket for prefill). With no filter on CPU, the definition's
+    small CPU subset. ValueError when the uuid prefix matches nothing, a requested size has no
+    workload (the message lists the sizes there are), or the CPU subset is empty. With a shard (index, count), only the
+    index-th of `count` near-equal contiguous slices of that selection ordered by size
+    (possibly empty when count exceeds the selection)."""
     spec = settings.spec
     if settings.workload_id:
         workloads = [w for w in workloads if w.uuid.startswith(settings.workload_id)]
+        if not workloads:
+            raise ValueError(f"no workload's uuid starts with {settings.workload_id!r}")
     if settings.sizes:
+        present = sorted({w.axes[spec.size_axis] for w in workloads})
+        missing = [size for size in settings.sizes if size not in present]
+        if missing:
+            among = " of those --workload-id chose" if settings.workload_id else ""
+            raise ValueError(f"{spec.size_flag}: no workload has {spec.size_axis} {_listed(missing)}; "
+                             f"the {spec.size_axis} values{among} are {_listed(present)}")
         workloads = [w for w in workloads if w.axes[spec.size_axis] in settings.sizes]
     unfiltered = not (settings.workload_id or settings.sizes or settings.num_workloads)
     if cpu and unfiltered:
         workloads = spec.cpu_subset(workloads)
+        if not workloads:  # a trace set given with --dataset may have none
+            raise ValueError(f"the CPU pass takes {spec.cpu_subset_note}, and this trace set has none; "
+                             f"choose workloads with {spec.size_flag}, -n or --workload-id")
     if settings.num_workloads:
-        workloads = workloads[: settings.num_workloads]
-    if not workloads:
-        raise ValueError(f"no workload matches the given --workload-id / {spec.size_flag}")
+        workloads = first_per_group(workloads, spec.group_of, settings.num_workloads)
     if settings.shard:
         index, count = settings.shard
         workloads = sorted(workloads, key=lambda w: w.axes[spec.size_axis])
         workloads = workloads[len(workloads) * index // count: len(workloads) * (index + 1) // count]
     return workloads
+
+
+def _listed(values) -> str:
+    return ", ".join(map(str, values))
+
+
+def first_per_group(workloads: list[Workload], group_of, count: int) -> list[Workload]:
+    """The first `count` workloads of each group (group_of(axes)), in their original order."""
+    taken: dict[int, int] = {}
+    chosen = []
+    for w in workloads:
+        group = group_of(w.axes)
+        if taken.get(group, 0) < count:
+            taken[group] = taken.get(group, 0) + 1
+            chosen.append(w)
+    return chosen
 
 
 def split(settings: RunSettings, groups: int) -> list[RunSettings]:
@@ -91,6 +122,25 @@ def harness_settings(settings: RunSettings) -> dict:
             "trials": settings.trials or default.trials}
 
 
+def _str_or_none(value) -> str | None:
+    return None if value is None else str(value)
+
+
+def selection_note(settings: RunSettings, cpu: bool) -> str:
+    """How the workloads were chosen, in words, for the report."""
+    spec = settings.spec
+    chosen = []
+    if settings.workload_id:
+        chosen.append(f"--workload-id {settings.workload_id}")
+    if settings.sizes:
+        chosen.append(f"{spec.size_flag} {_listed(settings.sizes).replace(' ', '')}")
+    if settings.num_workloads:
+        chosen.append(f"-n {settings.num_workloads} (the first {settings.num_workloads} of each {spec.group_title})")
+    if chosen:
+        return "chosen by " + ", ".join(chosen)
+    return f"the default CPU subset: {spec.cpu_subset_note}" if cpu else "the whole trace set"
+
+
 def _meta(settings: RunSettings, trace_set: TraceSet, cpu: bool) -> dict:
     def version(pkg):
         try:
@@ -103,7 +153,13 @@ def _meta(settings: RunSettings, trace_set: TraceSet, cpu: bool) -> dict:
         "gpu": None if cpu else torch.cuda.get_device_name(),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "host": platform.node(),
+        "root": str(project_root()),
+        "package": _str_or_none(harness_outside_project()),  # gdn_bench's folder when not the checkout's
         "dataset": str(trace_set.root),
+        "available": len(trace_set.workloads[settings.spec.name]),
+        "selection": selection_note(settings, cpu),
+        "seed": settings.seed,
+        "check": {"atol": ATOL, "rtol": RTOL},
         "definition": settings.spec.name,
         "submission": settings.spec.submission,
         "versions": {p: version(p) for p in ("torch", "triton", "flashinfer-bench", "flashinfer-python",
@@ -139,6 +195,9 @@ def run(settings: RunSettings) -> Results:
     solutions = _packed(algos, results, workloads)
     if solutions and workloads:
         (_run_cpu if cpu else _run_gpu)(settings, trace_set, workloads, solutions, results)
+    kinds = {w.uuid: spec.workload_kind(w) for w in workloads}
+    for row in results.rows:
+        row.kind = kinds[row.workload]
     results.rows.sort(key=Row.order)
     return results
 
@@ -153,7 +212,8 @@ def _checked(settings, trace_set, workloads, solutions, device: str, desc: str) 
     """check_solutions over the selection, as {(algo, workload uuid): Row}."""
     definition = trace_set.definitions[settings.spec.name]
     with tqdm(total=len(workloads) * len(solutions), desc=desc, unit="case") as bar:
-        checked = check_solutions(definition, solutions, workloads, trace_set.root, device, progress=bar.update)
+        checked = check_solutions(definition, solutions, workloads, trace_set.root, device, settings.seed,
+                                  progress=bar.update)
     return {(algo, r.workload): _row(algo, r) for algo, rs in checked.items() for r in rs}
 
 
@@ -171,7 +231,7 @@ def _run_gpu(settings, trace_set, workloads, solutions, results: Results) -> Non
     rows = _harness_tier(settings, trace_set, definition, workloads, solutions)
     for key, checked in _checked(settings, trace_set, workloads, solutions, "cuda", "margins").items():
         rows[key].margins = checked.margins
-    _kernel_tier(spec, definition, trace_set.root, workloads, solutions, rows)
+    _kernel_tier(spec, definition, trace_set.root, workloads, solutions, rows, settings.seed)
     results.rows += rows.values()
     if spec.floor_us is not None:
         groups = sorted({spec.group_of(w.axes) for w in workloads})
@@ -219,10 +279,9 @@ def _harness_tier(settings, trace_set, definition, workloads, solutions) -> dict
     return rows
 
 
-def _kernel_tier(spec, definition, root, workloads, solutions, rows: dict) -> None:
+def _kernel_tier(spec, definition, root, workloads, solutions, rows: dict, seed: int) -> None:
     """CUPTI kernel time for every (algorithm, workload) that passed, one algorithm at a time,
     those marked `time_last` after the rest."""
-    from flashinfer_bench.bench.evaluators.utils import allocate_outputs
     from flashinfer_bench.compile import BuilderRegistry
 
     registry = BuilderRegistry.get_instance()
@@ -230,16 +289,8 @@ def _kernel_tier(spec, definition, root, workloads, solutions, rows: dict) -> No
     todo = [(a, w) for a in order for w in workloads if rows[(a, w.uuid)].status == "PASSED"]
     for algo, w in tqdm(todo, desc="kernel time (CUPTI)", unit="case"):
         row = rows[(algo, w.uuid)]
-        runnable = registry.build(definition, solutions[algo])
-        inputs = workload_inputs(definition, w, root, "cuda")
-        if runnable.metadata.destination_passing_style:
-            outputs = allocate_outputs(definition, inputs, "cuda")
-
-            def call():
-                runnable(*inputs, *outputs)
-        else:
-            def call():
-                runnable(*inputs)
+        call = SolutionCall(definition, registry.build(definition, solutions[algo]),
+                            workload_inputs(definition, w, root, "cuda", seed), "cuda")
         try:
             with torch.no_grad():
                 row.kernel_us = kernel_time_us(call)

@@ -15,7 +15,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from gdn_bench.packing import PackError, config_text_for, pack, parse_config
+from gdn_bench.packing import PackError, config_text_for, pack, parse_config, solution_dir
 
 WATCHED = ("solution", "config.toml")
 
@@ -55,7 +55,7 @@ def tag_submission(repo: Path, definition: str, tag: str) -> str:
     try:
         text = config_text_for(git(repo, "show", "HEAD:config.toml", strip=False), definition, repo / "config.toml")
         config = parse_config(text, repo / "config.toml")
-        pack(config, repo / "solution" / config.language)  # the tree's sources: solution/ is clean
+        pack(config, solution_dir(repo, config.language))  # the tree's sources: solution/ is clean
     except PackError as e:
         raise SubmitError(str(e)) from None
     blob = git(repo, "hash-object", "-w", "--stdin", stdin=text)

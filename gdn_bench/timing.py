@@ -6,7 +6,7 @@ kernel: the official evaluator's method (flashinfer-bench HEAD's bench_gpu_time_
     kernel's end. The median over calls is reported, in microseconds.
 Before profiling, the same flush-and-call loop runs for BUSY_SECONDS so the GPU's clocks are
 up whatever ran before.
-floor: the same measurement of `new_state.copy_(state)`: the bytes any correct kernel moves.
+floor: the same measurement of `new.copy_(old)` for a state: the bytes any correct kernel moves.
 host: wall time of `synchronize; fn(); synchronize`, the cost a sync-in-loop harness (and a
     serving loop without CUDA graphs) pays per call, launch overhead included.
 """
@@ -110,11 +110,11 @@ def kernel_time_us(fn: Callable[[], None], max_calls: int = 100, warmup: int = 3
     return statistics.median(times)
 
 
-def copy_floor_us(batch: int, max_calls: int = 100) -> float:
-    """kernel_time_us of new_state.copy_(state) for a [batch, 8, 128, 128] float32 state."""
-    state = torch.randn(batch, 8, 128, 128, device="cuda")
-    new_state = torch.empty_like(state)
-    return kernel_time_us(lambda: new_state.copy_(state), max_calls)
+def copy_floor_us(shape: tuple[int, ...], max_calls: int = 100) -> float:
+    """kernel_time_us of new.copy_(old) for float32 tensors of `shape` (a state, say)."""
+    old = torch.randn(*shape, device="cuda")
+    new = torch.empty_like(old)
+    return kernel_time_us(lambda: new.copy_(old), max_calls)
 
 
 def host_time_us(fn: Callable[[], None], calls: int = 200, warmup: int = 10) -> float:

@@ -11,12 +11,12 @@ bench_prefill.json and bench_prefill.txt under --out (default results/bench_pref
 import argparse
 import json
 import sys
-from pathlib import Path
 
 import torch
 
-from gdn_bench.cli import positive_ints
+from gdn_bench.arguments import add_root_argument, chosen_project, output_folder, positive_ints
 from gdn_bench.definitions.prefill import PREFILL
+from gdn_bench.paths import checkout_of
 from gdn_bench.prefill_bench import NUM_SEQS, SEQ_LENS, bench, format_rows, grid, parse_config
 
 
@@ -33,8 +33,10 @@ def main(argv=None) -> int:
     parser.add_argument("--num-seqs", type=positive_ints, default=list(NUM_SEQS), help="num_seqs values")
     parser.add_argument("--config", type=_config, action="append", default=[],
                         help="a variant of ours: module-level NAME=VALUE[,NAME=VALUE...] (repeatable)")
-    parser.add_argument("--out", type=Path, default=Path("results") / "bench_prefill", help="output folder")
+    parser.add_argument("--out", type=output_folder, default="results/bench_prefill", help="output folder")
+    add_root_argument(parser, checkout_of(__file__))
     args = parser.parse_args(argv)
+    chosen_project(parser, args)
     if not torch.cuda.is_available():
         print("bench_prefill: error: needs a CUDA GPU (CUPTI timing)", file=sys.stderr)
         return 2

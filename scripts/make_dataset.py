@@ -5,15 +5,17 @@ prefill's CPU subset.
 """
 
 import argparse
-from pathlib import Path
 
+from gdn_bench.arguments import output_folder
 from gdn_bench.dataset import SEED, write_trace_set
-from gdn_bench.paths import EMBEDDED_PATH
+from gdn_bench.paths import checkout_of
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", type=Path, default=EMBEDDED_PATH, help="trace set root (default: the embedded one)")
+    embedded = checkout_of(__file__) / "gdn_bench" / "data"
+    parser.add_argument("--out", type=output_folder, default=str(embedded),
+                        help=f"trace set root (default: this checkout's, {embedded})")
     parser.add_argument("--seed", type=int, default=SEED, help=f"generator seed (default {SEED})")
     args = parser.parse_args(argv)
     trace_set = write_trace_set(args.out, args.seed)

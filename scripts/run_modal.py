@@ -13,7 +13,7 @@ set is the definition's own (decode: embedded; prefill: the generated mix), or t
 --volume-path inside the Modal Volume --volume.
 Each (algorithm, size group) is one job: gdn_bench.runner.run in a container of the contest's
 evaluation image, on up to --max-containers GPUs at once. Their partial results merge into one
-report, written locally under --out (results.json, kernel_time.png, report.txt).
+report, written locally under --out as run_local writes it (results.json, report.txt and the plots).
 The Volume gdn-decode-kit-triton-cache holds Triton's cache, so kernels compile once, and the
 generated prefill trace set (written by one container before the jobs start).
 Needs Modal credentials (`modal setup`). Exit status: 0 when every (algorithm, workload)
@@ -27,14 +27,16 @@ from pathlib import Path
 
 import modal
 
-from gdn_bench.cli import add_run_arguments, positive_int, report, settings_from_args
+from gdn_bench.arguments import positive_int
+from gdn_bench.cli import add_run_arguments, report, settings_from_args
 from gdn_bench.device import prepare_triton
+from gdn_bench.paths import checkout_of, use_project
 
 EVAL_IMAGE = "flashinfer/flashinfer-ci-cu132:latest"  # the contest's evaluation image
 DEFAULT_GPU = "B200"
 DEFAULT_MAX_CONTAINERS = 8
 JOB_TIMEOUT_S = 30 * 60
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
+PROJECT_ROOT = checkout_of(__file__)  # this checkout: its sources go into the image
 REMOTE_ROOT = "/root/gdn-decode-kit"
 REMOTE_DIRS = ("gdn_bench", "solution", "baselines")
 EXTRA_PACKAGES = ("tomlkit>=0.13,<0.16",)  # what gdn_bench needs beyond the evaluation image  # with config.toml, all that the runner reads
@@ -89,6 +91,7 @@ def run_job(settings) -> dict:
     """One job (a gdn_bench.runner.RunSettings) through the runner run_local uses; returns
     Results.to_json(). Modal commits the cache Volume when the container exits. With .local()
     on a machine without a GPU, it is run_local's CPU correctness pass."""
+    use_project(PROJECT_ROOT if modal.is_local() else REMOTE_ROOT)
     prepare_triton()
     from gdn_bench.runner import run
 
@@ -123,9 +126,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def jobs(settings, own_dataset: bool) -> list:
     """The (algorithm, size group) jobs: the definition's job_groups per algorithm, no more
-    than the selected workloads (counted here for the definition's own trace set, else
-    bounded by -n). Raises ValueError when nothing of the definition's own trace set is
-    selected."""
+    than the selected workloads (counted here for the definition's own trace set; else -n
+    per group selects at least -n). Raises ValueError when the filters select nothing of the
+    definition's own trace set."""
     from gdn_bench.runner import select_workloads, split
 
     groups = settings.spec.job_groups
@@ -140,6 +143,7 @@ def plan(argv: list[str] | None) -> tuple[list, argparse.Namespace]:
     with status 2 here, before anything is sent to Modal."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    use_project(PROJECT_ROOT)
     if args.volume_path and not args.volume:
         parser.error("--volume-path needs --volume")
     args.dataset = DATASET_MOUNT / args.volume_path.lstrip("/") if args.volume else None
@@ -171,6 +175,7 @@ def launch(todo: list, args: argparse.Namespace) -> int:
             print(f"run_modal: trace set {prepare_dataset.remote(args.definition)}")
         parts = configured_job(args.gpu, args.max_containers, args.volume).map(todo)
         results = merge([Results.from_json(part) for part in parts])
+        results.meta.update(root=str(PROJECT_ROOT), package=None)  # the checkout whose sources the jobs ran
     except (ValueError, FileNotFoundError, modal.exception.NotFoundError) as e:
         print(f"run_modal: error: {e}", file=sys.stderr)
         return 2

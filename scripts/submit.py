@@ -13,9 +13,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from gdn_bench.cli import definition_name
+from gdn_bench.arguments import definition_name
 from gdn_bench.definitions import DEFAULT, resolve
-from gdn_bench.paths import PROJECT_ROOT
+from gdn_bench.paths import checkout_of
 from gdn_bench.submit import SubmitError, push_tag, tag_submission
 
 
@@ -26,7 +26,8 @@ def main(argv=None) -> int:
     parser.add_argument("--tag", required=True, help="name of the tag to create")
     parser.add_argument("--push", action="store_true", help="push the tag to --remote")
     parser.add_argument("--remote", default="origin", help="remote for --push (default origin)")
-    parser.add_argument("--repo", type=Path, default=PROJECT_ROOT, help="git checkout (default: this one)")
+    parser.add_argument("--repo", type=Path, default=checkout_of(__file__),
+                        help="git checkout (default: the one holding this script)")
     args = parser.parse_args(argv)
     spec = resolve(args.definition)
     try:

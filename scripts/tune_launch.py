@@ -10,23 +10,29 @@ derive LAUNCH_TABLE from the fastest per batch size. Needs a GPU.
 import argparse
 import json
 import sys
-from pathlib import Path
 
 import torch
 
-from gdn_bench.kernel_bench import BATCH_SIZES, best_table, sweep, write_launch_table
+from gdn_bench.arguments import add_root_argument, chosen_project, output_file, positive_ints
+from gdn_bench.definitions.decode import DECODE
+from gdn_bench.kernel_bench import BATCH_SIZES
+from gdn_bench.launch_tuning import best_table, sweep, write_launch_table
+from gdn_bench.paths import checkout_of
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--batch-sizes", default=",".join(map(str, BATCH_SIZES)), help="comma-separated")
+    parser.add_argument("--batch-sizes", type=positive_ints, default=list(BATCH_SIZES),
+                        help=f"comma-separated (default {','.join(map(str, BATCH_SIZES))})")
     parser.add_argument("--write", action="store_true", help="rewrite LAUNCH_TABLE in kernel.py")
-    parser.add_argument("--out", type=Path, default=Path("results") / "tune_launch.json")
+    parser.add_argument("--out", type=output_file, default="results/tune_launch.json", help="the sweep, as JSON")
+    add_root_argument(parser, checkout_of(__file__))
     args = parser.parse_args(argv)
+    chosen_project(parser, args)
     if not torch.cuda.is_available():
         print("tune_launch: error: needs a CUDA GPU", file=sys.stderr)
         return 2
-    rows = sweep([int(b) for b in args.batch_sizes.split(",")])
+    rows = sweep(args.batch_sizes)
     configs = sorted({(r["block_v"], r["num_warps"]) for r in rows})
     print(f"GPU: {torch.cuda.get_device_name()}; µs (CUPTI, cold L2, median) per (BV, warps); * = fastest")
     print(f"{'B':>4} {'floor':>7} " + " ".join(f"{f'{bv}/{w}':>7}" for bv, w in configs))
@@ -40,8 +46,8 @@ def main(argv=None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"gpu": torch.cuda.get_device_name(), "rows": rows, "table": table}, indent=2))
     if args.write:
-        write_launch_table(table)
-        print("rewrote LAUNCH_TABLE in solution/triton/kernel.py")
+        write_launch_table(table, DECODE.submission_entry())
+        print(f"rewrote LAUNCH_TABLE in {DECODE.submission_entry()}")
     return 0
 
 

@@ -1,19 +1,25 @@
-"""Test set-up: Triton's interpreter on CPU tensors (CI has no GPU), a fresh seed per run.
+"""Test set-up: Triton's interpreter on CPU tensors (CI has no GPU), a fresh seed per run, and
+this checkout as the project (gdn_bench.paths.use_project).
 
 GDN_TEST_DEVICE=cuda runs the same tests on a GPU (compiled kernels, no interpreter).
-GDN_TEST_SEED=N replays a run; the seed in use is printed in the header.
+GDN_TEST_SEED=N replays a run; the seed in use is printed in the header. Test modules take
+DEVICE, SEED and the shared helpers from tests/helpers.py (or the `device` fixture).
 """
 
 import os
 import secrets
 
-DEVICE = os.environ.get("GDN_TEST_DEVICE", "cpu")
-if DEVICE == "cpu":
+if os.environ.get("GDN_TEST_DEVICE", "cpu") == "cpu":
     os.environ["TRITON_INTERPRET"] = "1"  # must precede the first import of triton
 # Set in the environment so that pytest-xdist workers (started later) share it.
-SEED = int(os.environ.setdefault("GDN_TEST_SEED", str(secrets.randbits(31))))
+os.environ.setdefault("GDN_TEST_SEED", str(secrets.randbits(31)))
 
 import pytest  # noqa: E402
+
+from gdn_bench.paths import use_project  # noqa: E402
+from helpers import DEVICE, ROOT, SEED  # noqa: E402
+
+use_project(ROOT)  # this checkout, whichever one gdn_bench was installed from
 
 
 def pytest_report_header(config):

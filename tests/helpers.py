@@ -1,6 +1,8 @@
-"""Shared test helpers: load the submission module, draw inputs, check one call."""
+"""What the tests share (test modules import it from here, never from each other or from
+conftest): the checkout and run settings, the decode call's arguments, inputs drawn in every
+gate regime, the float64 check of one call, bad arguments, and the import check."""
 
-import math
+import ast
 import os
 from pathlib import Path
 
@@ -8,10 +10,18 @@ import torch
 
 from gdn_bench.definitions.decode import DECODE
 from gdn_bench.reference import gdn_decode
+from gdn_bench.shapes import HEAD_SIZE, NUM_Q_HEADS, NUM_V_HEADS, output_scale
+from gdn_bench.signature import dps_arguments, tensor_inputs
 
-ROOT = Path(__file__).resolve().parent.parent
-KERNEL_PATH = DECODE.submission_entry()
-HQ, HV, D = 4, 8, 128
+_DECODE = DECODE.build_definition()
+CALL_ORDER = dps_arguments(_DECODE)
+TENSOR_ARGS = tuple(tensor_inputs(_DECODE) + list(_DECODE.outputs))
+ROOT = Path(__file__).resolve().parent.parent  # the checkout under test (conftest makes it the project)
+DEVICE = os.environ.get("GDN_TEST_DEVICE", "cpu")  # conftest: Triton's interpreter unless "cuda"
+SEED = int(os.environ["GDN_TEST_SEED"])  # set by conftest: fresh per run unless given
+ALLOWED_THIRD_PARTY = {"torch", "triton"}  # what a submission may import besides the standard library
+KERNEL_PATH = ROOT / "solution" / "triton" / "kernel.py"
+HQ, HV, D = NUM_Q_HEADS, NUM_V_HEADS, HEAD_SIZE
 # bf16 rounding of the output: round-to-nearest on a GPU (half an ulp, 2^-8 relative);
 # Triton's interpreter truncates float32 -> bfloat16 instead (up to a whole ulp, 2^-7).
 BF16_REL = 2.0**-7 if os.environ.get("TRITON_INTERPRET") == "1" else 2.0**-8
@@ -73,16 +83,13 @@ def check_against_float64(inputs: dict, scale, output: torch.Tensor, new_state: 
     got_state = new_state.cpu().double()
     rel = ((got_state - ref_state).norm() / ref_state.norm().clamp_min(1e-300)).item()
     assert rel < 1e-5, f"{what}: new_state normwise relative error {rel:.3e}"
-    s = 1.0 / math.sqrt(D) if scale is None or float(scale) == 0 else float(scale)
+    s = output_scale(scale)
     q_h = cpu["q"][:, 0].double().repeat_interleave(HV // HQ, dim=1)
     magnitude = s * torch.einsum("bhvk,bhk->bhv", ref_state.abs(), q_h.abs())
     bound = BF16_REL * ref_out.abs() + 1e-5 * magnitude + 1e-30
     err = (output.cpu()[:, 0].double() - ref_out).abs()
     worst = (err / bound).max().item()
     assert worst <= 1.0, f"{what}: output error {err.max().item():.3e} exceeds bf16 rounding (ratio {worst:.2f})"
-
-
-INPUT_NAMES = ("q", "k", "v", "state", "A_log", "a", "dt_bias", "b")
 
 
 def call_and_check(fn, batch: int, with_state: bool, scale, seed: int, device: str, what: str,
@@ -95,10 +102,44 @@ def call_and_check(fn, batch: int, with_state: bool, scale, seed: int, device: s
     output, new_state = poisoned_outputs(batch, device)
     if in_place:
         new_state = inputs["state"]
-    fn(*(inputs[n] for n in INPUT_NAMES), scale, output, new_state)
+    args = dict(inputs, scale=scale, output=output, new_state=new_state)
+    fn(*(args[n] for n in CALL_ORDER))
     if device.startswith("cuda"):
         torch.cuda.synchronize()
     what = f"{what} B={batch} state={with_state} scale={scale} seed={seed}"
     check_against_float64(dict(inputs, state=original_state), scale, output, new_state, what)
     if with_state and not in_place:
         assert torch.equal(inputs["state"], original_state), f"{what}: the input state was modified"
+
+
+def kernel_args(device: str, batch: int = 2) -> dict:
+    """A valid destination-passing decode call's arguments by name (seed 0, scale None)."""
+    inputs = draw_inputs(batch, torch.Generator().manual_seed(0), device)
+    output, new_state = poisoned_outputs(batch, device)
+    return dict(inputs, scale=None, output=output, new_state=new_state)
+
+
+def wrong_shape(t: torch.Tensor) -> torch.Tensor:
+    """One element short (or, for a last axis of 1, doubled) in the last axis."""
+    return t[..., :-1].contiguous() if t.shape[-1] > 1 else t.repeat(*([1] * (t.dim() - 1)), 2)
+
+
+def wrong_dtype(t: torch.Tensor) -> torch.Tensor:
+    return t.to(torch.float16)
+
+
+def non_contiguous(t: torch.Tensor) -> torch.Tensor:
+    """The same shape and dtype, every other element of a tensor twice as wide."""
+    wide = torch.zeros(*t.shape[:-1], 2 * t.shape[-1], dtype=t.dtype, device=t.device)
+    return wide[..., ::2]
+
+
+def imported_roots(path: Path):
+    """The top-level package of every import in a Python file (relative imports fail)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield from (alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            assert node.level == 0, f"relative import in {path}"
+            yield node.module.split(".")[0]

@@ -14,10 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DEVICE, SEED
-from gdn_bench.packing import pack, read_config
-from helpers import ROOT, call_and_check
-from test_validation import NAMES, _args, _non_contiguous, _wrong_dtype, _wrong_shape
+from gdn_bench.packing import pack, read_config, solution_dir
+from helpers import (DEVICE, ROOT, SEED, TENSOR_ARGS, call_and_check, kernel_args, non_contiguous, wrong_dtype,
+                     wrong_shape)
 
 SOURCE = ROOT / "solution" / "cuda" / "kernel.cu"
 ENTRY_POINTS = ("gdn_decode_v4", "gdn_decode_v1")
@@ -56,7 +55,7 @@ def test_compiles_for_sm90_and_exports_both_entry_points(tmp_path):
     import tvm_ffi
 
     module = tvm_ffi.load_module(str(lib))
-    args = _args("cpu")
+    args = kernel_args("cpu")
     for entry in ENTRY_POINTS:
         # The FFI layer accepts the definition's argument kinds (else TypeError); the entry
         # point then refuses CPU tensors, naming q.
@@ -68,10 +67,10 @@ def test_compiles_for_sm90_and_exports_both_entry_points(tmp_path):
 
 def _solution(entry):
     """The packed CUDA solution of config.toml's [build.cuda], with this entry point."""
-    config = read_config(language="cuda")
+    config = read_config(ROOT / "config.toml", language="cuda")
     if entry != config.entry_point.partition("::")[2]:
         config = dataclasses.replace(config, name=f"{config.name}-{entry}", entry_point=f"kernel.cu::{entry}")
-    return pack(config)
+    return pack(config, solution_dir(ROOT, "cuda"))
 
 
 @pytest.mark.parametrize("entry", ENTRY_POINTS)
@@ -94,8 +93,8 @@ def _build(entry):
 
 @needs_gpu
 @needs_nvcc
-@pytest.mark.parametrize("with_state", (True, False))
-@pytest.mark.parametrize("batch", (1, 3, 16, 64, 128, 512))
+@pytest.mark.parametrize("with_state", (True, False), ids=("state", "no-state"))
+@pytest.mark.parametrize("batch", (1, 3, 16, 64, 128, 512), ids=lambda b: f"B{b}")
 @pytest.mark.parametrize("entry", ENTRY_POINTS)
 def test_matches_float64_reference(entry, batch, with_state, device):
     scale = SCALES[(batch + with_state) % len(SCALES)]
@@ -116,13 +115,14 @@ def _on_cpu(t):
 
 @needs_gpu
 @needs_nvcc
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", TENSOR_ARGS)
 @pytest.mark.parametrize(
     "corrupt, expected",
-    [(_wrong_shape, "shape"), (_wrong_dtype, "dtype"), (_on_cpu, "device"), (_non_contiguous, "contiguous")],
+    [(wrong_shape, "shape"), (wrong_dtype, "dtype"), (_on_cpu, "device"), (non_contiguous, "contiguous")],
+    ids=["shape", "dtype", "device", "contiguous"],
 )
 def test_bad_tensor_is_named(name, corrupt, expected, device):
-    args = _args(device)
+    args = kernel_args(device)
     args[name] = corrupt(args[name])
     with pytest.raises(ValueError, match=rf"^{name}: expected.*{expected}"):
         _build("gdn_decode_v4")(*args.values())
@@ -132,4 +132,4 @@ def test_bad_tensor_is_named(name, corrupt, expected, device):
 @needs_nvcc
 def test_bad_scale_is_named(device):
     with pytest.raises(ValueError, match=r"^scale: expected a finite float"):
-        _build("gdn_decode_v4")(*dict(_args(device), scale=float("nan")).values())
+        _build("gdn_decode_v4")(*dict(kernel_args(device), scale=float("nan")).values())

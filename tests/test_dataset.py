@@ -13,6 +13,7 @@ from gdn_bench.decode_mix import CONTEST_BATCH_MIX
 from gdn_bench.definitions import DEFINITIONS
 from gdn_bench.definitions.decode import NAME as DEFINITION_NAME
 from gdn_bench.paths import EMBEDDED_PATH
+from helpers import SEED
 
 
 def test_loads_with_flashinfer_bench():
@@ -44,7 +45,7 @@ def test_blobs_are_small_and_model_like():
     ]
     assert len(blob_workloads) == 3
     for w in blob_workloads:
-        q, k, v, state, A_log, a, dt_bias, b, scale = workload_inputs(definition, w, trace_set.root, "cpu")
+        q, k, v, state, A_log, a, dt_bias, b, scale = workload_inputs(definition, w, trace_set.root, "cpu", SEED)
         assert (k.float().norm(dim=-1) - 1).abs().max() < 1e-2
         assert ((A_log.exp() >= 1) & (A_log.exp() <= 16)).all()
 

@@ -11,11 +11,9 @@ import sys
 import pytest
 import torch
 
-from conftest import DEVICE, SEED
 from gdn_bench.algos import load_module
-from helpers import ROOT, call_and_check, draw_inputs, poisoned_outputs
-from test_self_contained import ALLOWED_THIRD_PARTY, _imported_roots
-from test_validation import _args
+from helpers import (ALLOWED_THIRD_PARTY, DEVICE, ROOT, SEED, call_and_check, draw_inputs, imported_roots, kernel_args,
+                     poisoned_outputs)
 
 TMA_PATH = ROOT / "solution" / "triton_tma" / "kernel.py"
 tma = load_module(TMA_PATH, "gdn_fla_tma")
@@ -28,8 +26,8 @@ needs_tma = pytest.mark.skipif(
 
 
 @needs_tma
-@pytest.mark.parametrize("with_state", (True, False))
-@pytest.mark.parametrize("batch", BATCHES)
+@pytest.mark.parametrize("with_state", (True, False), ids=("state", "no-state"))
+@pytest.mark.parametrize("batch", BATCHES, ids=lambda b: f"B{b}")
 def test_matches_float64_reference(batch, with_state, device):
     scale = SCALES[(batch + with_state) % len(SCALES)]
     call_and_check(tma.kernel, batch, with_state, scale, SEED + 10 * batch + with_state, device, "fla-tma")
@@ -55,13 +53,13 @@ def test_refuses_pre_hopper_gpu(monkeypatch):
         tma._require_tma(torch.device("cuda", 0))
 
 
-@pytest.mark.parametrize("scale", [float("nan"), "0.1", torch.ones(2)])
+@pytest.mark.parametrize("scale", [float("nan"), "0.1", torch.ones(2)], ids=["nan", "str", "two-element"])
 def test_bad_scale_is_named(scale, device):
     with pytest.raises(ValueError, match=r"^scale: expected"):
-        tma.kernel(**dict(_args(device), scale=scale))
+        tma.kernel(**dict(kernel_args(device), scale=scale))
 
 
 def test_imports_only_torch_triton_stdlib():
-    roots = set(_imported_roots(TMA_PATH))
+    roots = set(imported_roots(TMA_PATH))
     outside = {r for r in roots if r not in ALLOWED_THIRD_PARTY and r not in sys.stdlib_module_names}
     assert not outside, f"fla-tma imports {outside}"

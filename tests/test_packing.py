@@ -10,11 +10,13 @@ from flashinfer_bench import Solution
 
 from flashinfer_bench.agents.solution_handler import VALID_SOURCE_EXTENSIONS
 
-from gdn_bench.packing import PackError, pack, read_config, write_solution
-from gdn_bench.paths import CONFIG_PATH, PROJECT_ROOT
+from gdn_bench.packing import PackError, pack, read_config, solution_dir, write_solution
+from helpers import ROOT
 
-SCRIPT = PROJECT_ROOT / "scripts" / "pack_solution.py"
+SCRIPT = ROOT / "scripts" / "pack_solution.py"
+CONFIG_PATH = ROOT / "config.toml"
 GOOD_CONFIG = CONFIG_PATH.read_text(encoding="utf-8")
+SOURCES = solution_dir(ROOT, "triton")
 
 
 def _run(*args):
@@ -31,10 +33,10 @@ def test_round_trip(tmp_path):
     assert solution.spec.entry_point == "kernel.py::kernel"
     assert solution.spec.destination_passing_style is True
     sources = {s.path: s.content for s in solution.sources}
-    folder = PROJECT_ROOT / "solution" / "triton"
+    folder = SOURCES
     assert sources == {p.name: p.read_text() for p in folder.iterdir() if p.suffix in VALID_SOURCE_EXTENSIONS}
     assert "kernel.py" in sources
-    assert solution.hash() == pack(read_config()).hash()
+    assert solution.hash() == pack(read_config(CONFIG_PATH), SOURCES).hash()
 
 
 def _config(tmp_path, text):
@@ -60,11 +62,13 @@ def _config(tmp_path, text):
         (lambda t: t.replace("kernel.py::kernel", "kernel.py"), r"must be 'file::function'"),
         (lambda t: t + "[[[", r"not valid TOML"),
     ],
+    ids=["no-name", "no-author", "no-entry-point", "no-dps", "no-language", "no-build", "other-definition",
+         "undefined-function", "missing-file", "entry-without-function", "bad-toml"],
 )
 def test_config_errors(tmp_path, edit, message):
     path = _config(tmp_path, edit(GOOD_CONFIG))
     with pytest.raises(PackError, match=message):
-        pack(read_config(path, definition="gdn_decode_qk4_v8_d128_k_last"))
+        pack(read_config(path, definition="gdn_decode_qk4_v8_d128_k_last"), SOURCES)
     result = _run("--config", path, "-o", tmp_path / "out.json")
     assert result.returncode == 2
     assert result.stderr.startswith("pack_solution: error:") and not (tmp_path / "out.json").exists()
@@ -77,10 +81,10 @@ def test_missing_config_file(tmp_path):
 
 def test_empty_source_file_is_rejected(tmp_path):
     src = tmp_path / "src"
-    shutil.copytree(PROJECT_ROOT / "solution" / "triton", src)
+    shutil.copytree(SOURCES, src)
     (src / "helpers.py").write_text("\n")
     with pytest.raises(PackError, match=r"helpers.py: empty source file"):
-        pack(read_config(), src)
+        pack(read_config(CONFIG_PATH), src)
     result = _run("--source-dir", src, "-o", tmp_path / "out.json")
     assert result.returncode == 2 and "empty source file" in result.stderr
 
@@ -91,7 +95,34 @@ def test_unknown_language_section(tmp_path):
 
 
 def test_write_solution_loads_back(tmp_path):
-    solution = pack(read_config())
+    solution = pack(read_config(CONFIG_PATH), SOURCES)
     loaded = write_solution(solution, tmp_path / "deep" / "s.json")
     assert loaded == solution
     assert json.loads((tmp_path / "deep" / "s.json").read_text())["name"] == solution.name
+
+
+def test_script_packs_its_own_checkout_whatever_gdn_bench_is_installed_from(tmp_path):
+    """A second checkout's pack_solution.py, run with this environment (whose gdn_bench may
+    come from elsewhere), reads that checkout's config.toml and solution/ and writes there."""
+    clone = tmp_path / "clone"
+    shutil.copytree(SOURCES, clone / "solution" / "triton")
+    (clone / "scripts").mkdir()
+    shutil.copy(SCRIPT, clone / "scripts")
+    (clone / "config.toml").write_text(GOOD_CONFIG.replace('description = "', 'description = "CLONE: '))
+    result = subprocess.run([sys.executable, str(clone / "scripts" / "pack_solution.py")], capture_output=True,
+                            text=True, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert Solution.model_validate_json((clone / "solution.json").read_text()).description.startswith("CLONE: ")
+
+
+def test_root_that_is_no_checkout(tmp_path):
+    result = _run("--root", tmp_path)
+    assert result.returncode == 2 and "pack_solution.py: error: argument --root: " in result.stderr
+    assert "Traceback" not in result.stderr
+    assert "is not a checkout of the kit: it has no config.toml and no solution" in result.stderr
+
+
+def test_output_that_is_a_folder_exit_2_before_packing(tmp_path):
+    result = _run("-o", tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert f"argument -o/--output: {tmp_path} is a folder; name a file in it" in result.stderr

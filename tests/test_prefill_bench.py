@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from gdn_bench import prefill_bench
-from gdn_bench.paths import PROJECT_ROOT
+from helpers import ROOT
 
 
 def test_grid_skips_more_sequences_than_tokens():
@@ -55,6 +55,6 @@ def test_table_marks_what_was_not_measured():
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal without a GPU")
 def test_refuses_without_gpu():
-    result = subprocess.run([sys.executable, str(PROJECT_ROOT / "scripts" / "bench_prefill.py")],
+    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_prefill.py")],
                             capture_output=True, text=True)
     assert result.returncode == 2 and result.stderr == "bench_prefill: error: needs a CUDA GPU (CUPTI timing)\n"

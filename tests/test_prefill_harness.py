@@ -16,10 +16,11 @@ from gdn_bench.definitions import DEFINITIONS, resolve
 from gdn_bench.definitions.prefill import NAME, PREFILL, token_bucket
 from gdn_bench.paths import EMBEDDED_PATH
 from gdn_bench.runner import RunSettings, harness_settings, select_workloads
+from helpers import ROOT, SEED
 
 
 def _settings(argv):
-    return cli.settings_from_args(cli.build_parser().parse_args(argv))
+    return cli.settings_from_args(cli.build_parser(ROOT).parse_args(argv))
 
 
 def test_definition_by_short_or_full_name(monkeypatch):
@@ -35,7 +36,7 @@ def test_definition_by_short_or_full_name(monkeypatch):
 
 
 def _main(argv, capsys):
-    code = cli.main(argv)
+    code = cli.main(argv, checkout=ROOT)
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 
@@ -44,10 +45,10 @@ def _main(argv, capsys):
     (["--definition", "prefil"], "argument --definition: unknown definition 'prefil'"),
     (["--definition", "prefill", "--seq-lens", "0"], "argument --seq-lens: expected positive integers"),
     (["--definition", "prefill", "--seq-lens", "6,x"], "argument --seq-lens: expected comma-separated integers"),
-])
+], ids=["unknown-definition", "zero-length", "not-a-number"])
 def test_bad_flags_one_message_exit_2(argv, message, capsys):
     with pytest.raises(SystemExit) as e:
-        cli.build_parser().parse_args(argv)
+        cli.build_parser(ROOT).parse_args(argv)
     err = capsys.readouterr().err
     assert e.value.code == 2 and message in err and "Traceback" not in err
 
@@ -58,9 +59,9 @@ def test_bad_flags_one_message_exit_2(argv, message, capsys):
     (["--seq-lens", "6"], "--seq-lens applies to --definition prefill; decode selects by --batch-sizes"),
     (["--definition", "prefill", "--algo", "fla-recurrent"],
      "unknown algorithm fla-recurrent; valid: triton-chunked, pt-reference"),
-    (["--definition", "prefill", "--seq-lens", "5", "--dataset", str(EMBEDDED_PATH)],
-     "no workload matches the given --workload-id / --seq-lens"),
-])
+    (["--definition", "prefill", "--seq-lens", "5,6", "--dataset", str(EMBEDDED_PATH)],
+     "--seq-lens: no workload has total_seq_len 5; the total_seq_len values are 6, 23, 41, 64, 70"),
+], ids=["decode-flag", "prefill-flag", "decode-algorithm", "absent-length"])
 def test_run_errors_one_message_exit_2(argv, message, capsys, tmp_path):
     code, _, err = _main([*argv, "--out", str(tmp_path)], capsys)
     assert code == 2 and err.startswith(f"run_local: error: {message}") and err.count("\n") == 1
@@ -71,6 +72,14 @@ def test_cpu_selection_is_the_committed_subset():
     assert select_workloads(workloads, RunSettings(algos=[], definition="prefill"), cpu=True) == workloads
     chosen = select_workloads(workloads, RunSettings(algos=[], definition="prefill", sizes=[23, 70]), cpu=True)
     assert [w.axes["total_seq_len"] for w in chosen] == [23, 70]
+
+
+def test_n_takes_that_many_of_each_token_bucket():
+    workloads = PREFILL.planned_workloads()
+    chosen = select_workloads(workloads, RunSettings(algos=[], definition="prefill", num_workloads=2), cpu=False)
+    buckets = [token_bucket(w.axes) for w in chosen]
+    assert buckets == sorted(buckets) and set(buckets) == {token_bucket(w.axes) for w in workloads}
+    assert all(buckets.count(b) == min(2, sum(token_bucket(w.axes) == b for w in workloads)) for b in set(buckets))
 
 
 def test_submission_available_once_its_file_exists():
@@ -88,7 +97,7 @@ def test_committed_subset_passes_the_reference_check():
     workloads = [t.workload for t in trace_set.workloads[NAME]]
     solution = PREFILL.algos_by_name["pt-reference"].solution()
     results = check_solutions(trace_set.definitions[NAME], {"pt-reference": solution}, workloads, trace_set.root,
-                              "cpu")["pt-reference"]
+                              "cpu", SEED)["pt-reference"]
     assert [r.status for r in results] == ["PASSED"] * len(workloads), results
     assert all(set(r.margins) == {"output", "new_state"} and max(r.margins.values()) < 0.5 for r in results)
 
@@ -114,7 +123,7 @@ def test_report_groups_by_token_bucket():
     ([0.02], [0.0], 2.0),        # near zero the absolute tolerance decides
     ([206.0], [200.0], 3.0),     # large values: the relative one
     ([float("nan")], [1.0], float("inf")),
-])
+], ids=["exact", "half", "near-zero", "large", "nan"])
 def test_worst_margin(got, want, margin):
     assert worst_margin(torch.tensor(got), torch.tensor(want)) == pytest.approx(margin)
 
@@ -133,12 +142,23 @@ def test_worst_margin_decides_like_flashinfer_bench():
 def test_non_finite_margin_is_reported_and_json_safe(tmp_path):
     """An output with NaN gives an infinite margin: None in results.json, inf in the table."""
     from gdn_bench.report import format_table, write_report
-    from gdn_bench.results import Results, Row
+    from gdn_bench.results import Results, Row, summarize
 
     axes = {"total_seq_len": 6, "num_seqs": 1, "len_cu_seqlens": 2}
     row = Row("triton-chunked", "w1", axes, "INCORRECT_NUMERICAL", margins={"output": None, "new_state": 0.1})
-    results = Results(meta={"definition": NAME, "mode": "cpu-correctness"}, rows=[row])
+    meta = {"definition": NAME, "mode": "cpu-correctness", "check": {"atol": 0.01, "rtol": 0.01}, "seed": 0}
+    results = Results(meta=meta, rows=[row])
     assert row.worst_margin == float("inf")
-    write_report(results, tmp_path)
+    summary = summarize(results, PREFILL)
+    write_report(results, summary, tmp_path)
     assert json.loads((tmp_path / "results.json").read_text())["rows"][0]["margins"]["output"] is None
-    assert "inf" in format_table(results).splitlines()[-2]
+    row_line = [line for line in format_table(results, summary).splitlines() if line.startswith("    8 triton")]
+    assert row_line[0].split()[-1] == "inf"
+    assert (tmp_path / "margins.png").is_file()  # the infinite margin drawn on the top edge
+
+
+def test_an_empty_cpu_subset_is_an_error_that_says_what_to_do():
+    long_only = [w for w in PREFILL.planned_workloads() if w.axes["total_seq_len"] > 128]
+    with pytest.raises(ValueError, match=r"the CPU pass takes the first 6 workloads of at most 128 tokens, and this "
+                                         r"trace set has none; choose workloads with --seq-lens, -n or --workload-id"):
+        select_workloads(long_only, RunSettings(algos=[], definition="prefill"), cpu=True)

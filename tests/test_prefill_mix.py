@@ -12,6 +12,7 @@ from gdn_bench.checking import workload_inputs
 from gdn_bench.dataset import load_trace_set
 from gdn_bench.definitions.prefill import NAME, build_definition
 from gdn_bench.paths import cache_dir
+from helpers import SEED
 
 TINY_PLAN = [(3,), (2, 0, 4)]
 
@@ -34,7 +35,7 @@ def test_plan_is_deterministic_and_seeded():
 
 
 def test_planned_workloads_match_the_plan():
-    workloads = prefill_mix.contest_mix_workloads(NAME)
+    workloads = prefill_mix.contest_mix_workloads(build_definition())
     plan = prefill_mix.contest_mix_plan()
     assert [w.axes["total_seq_len"] for w in workloads] == [sum(p) for p in plan]
     assert all(w.axes["len_cu_seqlens"] == w.axes["num_seqs"] + 1 for w in workloads)
@@ -57,7 +58,7 @@ def test_written_workloads_are_deterministic_model_like_and_consistent(tmp_path)
     trace_set = load_trace_set(tmp_path / "a", NAME)
     definition = trace_set.definitions[NAME]
     for trace, lengths in zip(trace_set.workloads[NAME], TINY_PLAN):
-        inputs = dict(zip(definition.inputs, workload_inputs(definition, trace.workload, trace_set.root, "cpu")))
+        inputs = dict(zip(definition.inputs, workload_inputs(definition, trace.workload, trace_set.root, "cpu", SEED)))
         assert inputs["cu_seqlens"].tolist() == [0, *torch.tensor(lengths).cumsum(0).tolist()]
         assert inputs["k"].shape == (sum(lengths), 4, 128) and inputs["q"].shape == (sum(lengths), 4, 128)
         assert (inputs["k"].float().norm(dim=-1) - 1).abs().max() < 1e-2

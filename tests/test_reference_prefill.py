@@ -3,18 +3,17 @@ float64 token loop (pt-reference's, run in float64): random lengths, empty seque
 None, every scale form; plus the official semantics the loop cannot show by itself."""
 
 import ast
-import math
 
 import pytest
 import torch
 
-from conftest import SEED
 from gdn_bench.algos import load_module
-from gdn_bench.paths import PROJECT_ROOT
 from gdn_bench.prefill_mix import model_like_inputs
 from gdn_bench.reference_prefill import gdn_prefill, run
+from gdn_bench.shapes import DEFAULT_SCALE
+from helpers import ROOT, SEED
 
-token_loop = load_module(PROJECT_ROOT / "baselines" / "prefill" / "pt_reference" / "main.py",
+token_loop = load_module(ROOT / "baselines" / "prefill" / "pt_reference" / "main.py",
                          "prefill_pt_reference").token_loop
 SCALES = (None, 0.0, 0.0625, "tensor")
 
@@ -55,7 +54,7 @@ def test_empty_sequences_leave_a_zero_state_and_no_output():
 
 def test_scale_zero_or_none_is_one_over_sqrt_128():
     inputs = model_like_inputs([4, 2], torch.Generator().manual_seed(SEED), "cpu")
-    expected, _ = gdn_prefill(**dict(inputs, scale=1.0 / math.sqrt(128)))
+    expected, _ = gdn_prefill(**dict(inputs, scale=DEFAULT_SCALE))
     for scale in (None, 0.0):
         assert torch.equal(gdn_prefill(**dict(inputs, scale=scale))[0], expected)
 

@@ -4,19 +4,23 @@ from (CUPTI grouping, score). Prefill's CLI is in test_prefill_harness.py."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
 import pytest
+import torch
 
 from gdn_bench import cli
-from gdn_bench.paths import EMBEDDED_PATH, PROJECT_ROOT
-from gdn_bench.results import Results, Row, contest_score
+from gdn_bench.definitions import DEFINITIONS
+from gdn_bench.paths import EMBEDDED_PATH, use_project
+from gdn_bench.results import Results, Row, contest_score, summarize
 from gdn_bench.timing import TimingError, group_call_times
+from helpers import ROOT
 
 
 def _settings(argv):
-    return cli.settings_from_args(cli.build_parser().parse_args(argv))
+    return cli.settings_from_args(cli.build_parser(ROOT).parse_args(argv))
 
 
 def test_defaults(monkeypatch):
@@ -45,15 +49,19 @@ def test_all_and_filters():
 
 
 @pytest.mark.parametrize("argv", [["--batch-sizes", "1,x"], ["--batch-sizes", "0"], ["--batch-sizes", "1,,4"],
-                                  ["-n", "0"], ["-n", "abc"], ["--iterations", "-1"], ["--definition", "nope"]])
+                                  ["-n", "0"], ["-n", "abc"], ["--iterations", "-1"], ["--definition", "nope"],
+                                  ["--seed", "-1"], ["--seed", "x"]], ids=" ".join)
 def test_bad_numbers_exit_2(argv, capsys):
     with pytest.raises(SystemExit) as e:
-        cli.build_parser().parse_args(argv)
-    assert e.value.code == 2
+        cli.build_parser(ROOT).parse_args(argv)
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    flag = "-n/--num-workloads" if argv[0] == "-n" else argv[0]
+    assert e.value.code == 2 and last.startswith(f"run_local.py: error: argument {flag}: ")
+    assert argv[1] in last and "positive_int" not in last  # the value, and no internal name
 
 
 def _main(argv, capsys):
-    code = cli.main(argv)
+    code = cli.main(argv, checkout=ROOT)
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 
@@ -76,14 +84,32 @@ def test_dataset_without_the_definition(capsys, tmp_path):
     assert code == 2 and "has no definition" in err
 
 
-def test_no_matching_workload(capsys, tmp_path):
-    code, _, err = _main(["--workload-id", "zzzz", "--out", str(tmp_path)], capsys)
-    assert code == 2 and "no workload matches" in err
+@pytest.mark.parametrize("argv, message", [
+    (["--workload-id", "zzzz"], "no workload's uuid starts with 'zzzz'"),
+    (["--batch-sizes", "1,3"], "--batch-sizes: no workload has batch_size 3; the batch_size values are 1, 2, 4, 8, 16, "
+                               "32, 48, 64"),
+], ids=["unknown-uuid", "absent-batch-size"])
+def test_no_matching_workload_says_what_there_is(argv, message, capsys, tmp_path):
+    code, _, err = _main([*argv, "--out", str(tmp_path)], capsys)
+    assert code == 2 and err == f"run_local: error: {message}\n"
+
+
+def test_n_takes_that_many_of_each_batch_size():
+    from gdn_bench.runner import select_workloads
+
+    settings = _settings(["--batch-sizes", "1,64", "-n", "4"])
+    chosen = select_workloads(settings.spec.planned_workloads(), settings, cpu=True)
+    assert [w.axes["batch_size"] for w in chosen] == [1] * 4 + [64] * 4
+    everything = settings.spec.planned_workloads()
+    assert chosen == [w for w in everything if w.axes["batch_size"] == 1][:4] + \
+        [w for w in everything if w.axes["batch_size"] == 64][:4]
 
 
 def test_only_unavailable_algorithms_ran_nothing(capsys, tmp_path):
     code, out, _ = _main(["--algo", "fi-baseline", "-n", "1", "--out", str(tmp_path)], capsys)
     assert code == 1 and "skipped fi-baseline: needs a CUDA GPU" in out
+    assert "no kernel_time.png: nothing was timed, and no margins.png: nothing was checked" in out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.txt", "results.json"]
 
 
 def _dataset_files():
@@ -96,15 +122,22 @@ def test_cpu_fallback_end_to_end(tmp_path):
     before = _dataset_files()
     out = tmp_path / "out"
     result = subprocess.run(
-        [sys.executable, str(PROJECT_ROOT / "scripts" / "run_local.py"), "--algo", "fla-recurrent,pt-reference",
+        [sys.executable, str(ROOT / "scripts" / "run_local.py"), "--algo", "fla-recurrent,pt-reference",
          "--batch-sizes", "1", "-n", "2", "--out", str(out)],
         capture_output=True, text=True, env={k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"},
     )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "NO CUDA GPU: correctness only" in result.stdout and "passed 4/4" in result.stdout
+    for said in ("2 of the trace set's 57, chosen by --batch-sizes 1, -n 2 (the first 2 of each batch size):",
+                 "B=1 ×2 (all random)", "random tensors drawn from seed 0 (replay: --seed 0)",
+                 "atol = 0.01, rtol = 0.01: an element fails only when |err| > atol AND |err| > rtol·|ref|",
+                 f"project:    {ROOT} (config.toml"):
+        assert said in result.stdout, said
+    assert "max rel" not in result.stdout  # the margin decides, and is shown instead
     data = json.loads((out / "results.json").read_text())
     assert set(data) == {"meta", "skipped", "floors_us", "rows", "summary"}
     assert data["meta"]["mode"] == "cpu-correctness" and data["meta"]["versions"]["torch"]
+    assert (data["meta"]["seed"], data["meta"]["check"]) == (0, {"atol": 0.01, "rtol": 0.01})
     assert sorted((r["algo"], r["axes"]["batch_size"]) for r in data["rows"]) == [
         ("fla-recurrent", 1), ("fla-recurrent", 1), ("pt-reference", 1), ("pt-reference", 1)]
     assert len({r["workload"] for r in data["rows"]}) == 2
@@ -112,7 +145,8 @@ def test_cpu_fallback_end_to_end(tmp_path):
         assert row["status"] == "PASSED" and row["max_abs_error"] is not None and row["kernel_us"] is None
         assert set(row["margins"]) == {"output", "new_state"} and max(row["margins"].values()) <= 1
     assert data["summary"]["passed"] == data["summary"]["total"] == 4
-    assert (out / "kernel_time.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert not (out / "kernel_time.png").exists() and "no kernel_time.png: nothing was timed" in result.stdout
+    assert (out / "margins.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"  # what was checked, plotted
     assert (out / "report.txt").read_text().strip()
     assert _dataset_files() == before, "run_local wrote into the dataset folder"
 
@@ -129,6 +163,23 @@ def test_cupti_grouping_rejects_a_call_without_kernels():
         group_call_times([("flush", 0, 1), ("flush", 2, 3), ("k", 4, 5)], frozenset({"flush"}))
 
 
+def test_summary_derives_group_medians_and_ratios():
+    b1, b4 = {"batch_size": 1}, {"batch_size": 4}
+    rows = [Row("fla-recurrent", "w1", b1, "PASSED", kernel_us=2.0, harness_us=9.0, margins={"output": 0.5}),
+            Row("fla-recurrent", "w2", b1, "PASSED", kernel_us=4.0, harness_us=11.0, margins={"output": 0.25}),
+            Row("fi-baseline", "w1", b1, "PASSED", kernel_us=6.0),
+            Row("pt-reference", "w1", b1, "PASSED", kernel_us=300.0),
+            Row("fla-recurrent", "w3", b4, "INCORRECT_NUMERICAL", margins={"output": 2.0})]
+    summary = summarize(Results(meta={"submission": "fla-recurrent"}, floors_us={1: 1.5}, rows=rows),
+                        DEFINITIONS["decode"])
+    ours = {line.group: line for line in summary.lines if line.algo == "fla-recurrent"}
+    assert (ours[1].kernel_us, ours[1].harness_us, ours[1].worst_margin) == (3.0, 10.0, 0.5)
+    assert (ours[1].x_floor, ours[1].vs_fi_baseline, ours[1].vs_reference) == (2.0, 2.0, 100.0)
+    assert (ours[4].passed, ours[4].total, ours[4].failures, ours[4].kernel_us) == (0, 1, ["INCORRECT_NUMERICAL"], None)
+    assert (summary.passed, summary.total, summary.score) == (4, 5, 3.0)  # w1 alone ran both: 6 / 2
+    assert summary.algos["fla-recurrent"] == {"passed": 2, "total": 3, "score_vs_fi_baseline": 3.0}
+
+
 def test_contest_score_is_the_mean_of_per_workload_ratios():
     b1, b64 = {"batch_size": 1}, {"batch_size": 64}
     rows = [Row("fi-baseline", "w1", b1, "PASSED", kernel_us=3.0),
@@ -140,3 +191,85 @@ def test_contest_score_is_the_mean_of_per_workload_ratios():
     meta = {"submission": "fla-recurrent"}
     assert contest_score(Results(meta=meta, rows=rows)) == pytest.approx((1.5 + 1.0) / 2)
     assert contest_score(Results(meta=meta, rows=rows[1:2])) is None
+
+
+@pytest.fixture
+def other_checkout(tmp_path):
+    """A copy of this checkout's config.toml, solution/ and baselines/; afterwards this checkout
+    is the project again (run_local makes its --root the process's project)."""
+    clone = tmp_path / "clone"
+    for name in ("solution", "baselines"):
+        shutil.copytree(ROOT / name, clone / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "config.toml", clone / "config.toml")
+    yield clone
+    use_project(ROOT)
+
+
+def test_root_names_the_checkout_and_the_report_says_so(other_checkout, capsys, tmp_path):
+    code, out, _ = _main(["--root", str(other_checkout), "--algo", "pt-reference", "--batch-sizes", "1", "-n", "1",
+                          "--out", str(tmp_path / "out")], capsys)
+    assert code == 0 and f"project:    {other_checkout} (config.toml" in out
+    assert json.loads((tmp_path / "out" / "results.json").read_text())["meta"]["root"] == str(other_checkout)
+
+
+def test_root_that_is_no_checkout_exit_2(capsys, tmp_path):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["--root", str(tmp_path)], checkout=ROOT)
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "argument --root: " in err and "has no config.toml and no solution" in err
+
+
+@pytest.mark.parametrize("make", ["file", "file-parent"])
+def test_out_that_cannot_be_a_folder_exit_2_before_any_work(make, capsys, tmp_path):
+    (tmp_path / "taken").write_text("x")
+    out = tmp_path / "taken" if make == "file" else tmp_path / "taken" / "sub"
+    with pytest.raises(SystemExit) as e:
+        cli.main(["--algo", "pt-reference", "--out", str(out)], checkout=ROOT)
+    err = capsys.readouterr().err
+    last = err.strip().splitlines()[-1]  # after the usage: one line, naming the flag
+    assert e.value.code == 2 and "Traceback" not in err and last.startswith("run_local.py: error: argument --out: ")
+    assert last.endswith("taken exists and is not a folder" if make == "file" else "taken is a file, not a folder")
+
+
+def test_a_workloads_inputs_depend_on_the_seed_and_its_uuid_only():
+    from gdn_bench.checking import workload_inputs
+    from gdn_bench.dataset import load_trace_set
+
+    trace_set = load_trace_set()
+    spec = DEFINITIONS["decode"]
+    definition = trace_set.definitions[spec.name]
+    first, second = (t.workload for t in trace_set.workloads[spec.name][:2])
+
+    def q(workload, seed):
+        return workload_inputs(definition, workload, trace_set.root, "cpu", seed)[0]
+
+    before = torch.random.get_rng_state()
+    drawn = q(first, 7)
+    assert torch.equal(torch.random.get_rng_state(), before)  # the caller's generator is left alone
+    q(second, 7)
+    assert torch.equal(q(first, 7), drawn) and not torch.equal(q(first, 8), drawn)
+    assert not torch.equal(q(second, 7), drawn)
+
+
+def test_a_broken_config_says_why_under_the_table(other_checkout, capsys, tmp_path):
+    config = other_checkout / "config.toml"
+    config.write_text(config.read_text().replace('entry_point = "kernel.py::kernel"', 'entry_point = "kernel.py"'))
+    code, out, _ = _main(["--root", str(other_checkout), "--algo", "fla-recurrent,pt-reference", "--batch-sizes", "1",
+                          "-n", "1", "--out", str(tmp_path / "out")], capsys)
+    why = "  fla-recurrent COMPILE_ERROR on B=1: entry_point 'kernel.py' must be 'file::function'"
+    assert code == 1 and "why (full messages in results.json):" in out and why in out
+    assert why in (tmp_path / "out" / "report.txt").read_text()
+
+
+def test_failure_messages_are_one_line_each():
+    from gdn_bench.report import _problem_lines, shortened
+
+    log = "Traceback (most recent call last):\n  File \"x.py\", line 1\n\nValueError: q: expected a tensor\n\n"
+    assert shortened(log) == "ValueError: q: expected a tensor" and shortened("x" * 500, 10) == "x" * 9 + "…"
+    rows = [Row("fla-recurrent", f"w{i}", {"batch_size": 4}, "RUNTIME_ERROR", message=log) for i in range(3)]
+    rows.append(Row("fla-recurrent", "w9", {"batch_size": 1}, "INCORRECT_NUMERICAL", message="output: worst margin 2"))
+    summary = summarize(Results(meta={"submission": "fla-recurrent"}, rows=rows), DEFINITIONS["decode"])
+    assert _problem_lines(summary)[1:] == [
+        "why (full messages in results.json):",
+        "  fla-recurrent RUNTIME_ERROR on 3 workloads: ValueError: q: expected a tensor",
+        "  fla-recurrent INCORRECT_NUMERICAL on B=1: output: worst margin 2"]

@@ -1,31 +1,17 @@
 """The submission imports only torch, triton and the standard library, as the evaluator requires."""
 
-import ast
 import subprocess
 import sys
 import textwrap
 
 import pytest
 
-from helpers import KERNEL_PATH, ROOT
-
-ALLOWED_THIRD_PARTY = {"torch", "triton"}
-
-
-def _imported_roots(path):
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            yield from (alias.name.split(".")[0] for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            assert node.level == 0, f"relative import in {path}"
-            yield node.module.split(".")[0]
-
+from helpers import ALLOWED_THIRD_PARTY, KERNEL_PATH, ROOT, imported_roots
 
 @pytest.mark.parametrize("path", sorted(KERNEL_PATH.parent.glob("*.py")), ids=lambda p: p.name)
 def test_ast_imports_only_torch_triton_stdlib(path):
     """Every Python file the evaluator packs from solution/triton/ (both definitions' tags hold all of them)."""
-    roots = set(_imported_roots(path))
+    roots = set(imported_roots(path))
     outside = {r for r in roots if r not in ALLOWED_THIRD_PARTY and r not in sys.stdlib_module_names}
     assert not outside, f"{path.name} imports {outside}"
 

@@ -14,10 +14,10 @@ from flashinfer_bench import Solution
 
 from gdn_bench.algos import load_module
 from gdn_bench.packing import pack, read_config
-from gdn_bench.paths import CONFIG_PATH, PROJECT_ROOT
+from helpers import ROOT
 
-submit = load_module(PROJECT_ROOT / "scripts" / "submit.py", "submit_script")
-pack_solution = load_module(PROJECT_ROOT / "scripts" / "pack_solution.py", "pack_solution_script")
+submit = load_module(ROOT / "scripts" / "submit.py", "submit_script")
+pack_solution = load_module(ROOT / "scripts" / "pack_solution.py", "pack_solution_script")
 DECODE, PREFILL = "gdn_decode_qk4_v8_d128_k_last", "gdn_prefill_qk4_v8_d128_k_last"
 STUB = "def kernel(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_state):\n    pass\n"
 IDENTITY = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com",
@@ -36,8 +36,8 @@ def repo(tmp_path, monkeypatch):
         monkeypatch.setenv(key, value)
     root = tmp_path / "repo"
     (root / "solution" / "triton").mkdir(parents=True)
-    shutil.copy(CONFIG_PATH, root / "config.toml")
-    shutil.copy(PROJECT_ROOT / "solution" / "triton" / "kernel.py", root / "solution" / "triton" / "kernel.py")
+    shutil.copy(ROOT / "config.toml", root / "config.toml")
+    shutil.copy(ROOT / "solution" / "triton" / "kernel.py", root / "solution" / "triton" / "kernel.py")
     (root / "README.md").write_text("kit\n")
     git(root, "init", "-q", "-b", "main")
     git(root, "add", "-A")
@@ -116,7 +116,7 @@ def test_prefill_tag_names_prefill_without_touching_the_checkout(repo, tmp_path,
     ("solution/triton/kernel.py", "# edited\n"),   # a change to a tracked file
     ("solution/triton/extra.py", "x = 1\n"),       # an untracked file the evaluator would pack
     ("config.toml", "[solution]\n"),
-])
+], ids=["tracked-source", "untracked-source", "config"])
 def test_refuses_uncommitted_changes(repo, path, text, capsys):
     (repo / path).write_text(text)
     code, _, err = _submit(repo, "--tag", "t", capsys=capsys)

@@ -1,80 +1,97 @@
 """Bad inputs to the Triton kernels (the submission and fla-tma) raise one ValueError
 naming the argument."""
 
+import re
+from fractions import Fraction
+
+import numpy as np
 import pytest
 import torch
 
 from gdn_bench.algos import load_module
-from helpers import KERNEL_PATH, ROOT, draw_inputs, poisoned_outputs
+from gdn_bench.shapes import DEFAULT_SCALE
+from helpers import KERNEL_PATH, ROOT, TENSOR_ARGS, kernel_args, non_contiguous, wrong_dtype, wrong_shape
 
 sub = load_module(KERNEL_PATH, "gdn_submission_validation")
 tma = load_module(ROOT / "solution" / "triton_tma" / "kernel.py", "gdn_fla_tma_validation")
-NAMES = ("q", "k", "v", "state", "A_log", "a", "dt_bias", "b", "output", "new_state")
 
 
-def _args(device, batch=2):
-    inputs = draw_inputs(batch, torch.Generator().manual_seed(0), device)
-    output, new_state = poisoned_outputs(batch, device)
-    return dict(inputs, scale=None, output=output, new_state=new_state)
-
-
-def _wrong_shape(t):
-    return t[..., :-1].contiguous() if t.shape[-1] > 1 else t.repeat(*([1] * (t.dim() - 1)), 2)
-
-
-def _wrong_dtype(t):
-    return t.to(torch.float16)
-
-
-def _wrong_device(t):
+def _on_meta(t):
     return torch.empty(t.shape, dtype=t.dtype, device="meta")
 
 
-def _non_contiguous(t):
-    wide = torch.zeros(*t.shape[:-1], 2 * t.shape[-1], dtype=t.dtype, device=t.device)
-    return wide[..., ::2]
-
-
 @pytest.mark.parametrize("module", [sub, tma], ids=["fla-recurrent", "fla-tma"])
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", TENSOR_ARGS)
 @pytest.mark.parametrize(
     "corrupt, expected",
-    [(_wrong_shape, "shape"), (_wrong_dtype, "dtype"), (_wrong_device, "device"), (_non_contiguous, "contiguous")],
+    [(wrong_shape, "shape"), (wrong_dtype, "dtype"), (_on_meta, "device"), (non_contiguous, "contiguous")],
+    ids=["shape", "dtype", "device", "contiguous"],
 )
 def test_bad_tensor_is_named(module, name, corrupt, expected, device):
     if name == "q" and expected == "device":
         pytest.skip("q's device is the reference device for the others")
-    args = _args(device)
+    args = kernel_args(device)
     args[name] = corrupt(args[name])
     with pytest.raises(ValueError, match=rf"^{name}: expected.*{expected}"):
         module.kernel(**args)
 
 
-@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("name", TENSOR_ARGS)
 def test_non_tensor_is_named(name, device):
-    args = _args(device)
+    args = kernel_args(device)
     args[name] = [1.0, 2.0]
     with pytest.raises(ValueError, match=rf"^{name}: expected"):
         sub.kernel(**args)
 
 
-@pytest.mark.parametrize("scale", [float("nan"), float("inf"), "0.1", torch.ones(2)])
-def test_bad_scale_is_named(scale, device):
-    args = dict(_args(device), scale=scale)
+@pytest.mark.parametrize("module", [sub, tma], ids=["fla-recurrent", "fla-tma"])
+@pytest.mark.parametrize("q, got", [(lambda q: q[0], "shape [1, 4, 128]"), (lambda q: q.tolist(), "list"),
+                                    (lambda q: None, "NoneType")], ids=["rank-3", "list", "none"])
+def test_q_of_another_rank_or_kind_says_what_it_got(module, q, got, device):
+    args = kernel_args(device)
+    args["q"] = q(args["q"])
+    with pytest.raises(ValueError, match=rf"^q: expected a \[B, 1, 4, 128\] tensor, got {re.escape(got)}$"):
+        module.kernel(**args)
+
+
+@pytest.mark.parametrize("module", [sub, tma], ids=["fla-recurrent", "fla-tma"])
+@pytest.mark.parametrize("scale", [float("nan"), float("inf"), "0.1", torch.ones(2), True, False,
+                                   torch.tensor(True), torch.tensor(2)],
+                         ids=["nan", "inf", "str", "two-element", "True", "False", "bool-tensor", "int-tensor"])
+def test_bad_scale_is_named(module, scale, device):
+    args = dict(kernel_args(device), scale=scale)
     with pytest.raises(ValueError, match=r"^scale: expected"):
-        sub.kernel(**args)
+        module.kernel(**args)
+
+
+@pytest.mark.parametrize("module", [sub, tma], ids=["fla-recurrent", "fla-tma"])
+@pytest.mark.parametrize("scale", [np.float32(0.15), np.float64(0.15), Fraction(3, 20), 1, np.int64(0),
+                                   torch.tensor(0.15)],
+                         ids=["numpy-float32", "numpy-float64", "fraction", "int", "numpy-int-zero", "tensor"])
+def test_any_real_scale_is_that_number(module, scale):
+    """A real number of any type is the same Python float (0 still means 1/sqrt(128))."""
+    assert module._resolve_scale(scale) == (float(scale) or DEFAULT_SCALE)
+
+
+def test_a_numpy_scale_runs_like_a_float(device):
+    outputs = []
+    for value in (np.float32(0.15), float(np.float32(0.15))):
+        args = kernel_args(device, batch=1)
+        sub.kernel(**dict(args, scale=value))
+        outputs.append(args["output"])
+    assert torch.equal(outputs[0], outputs[1])
 
 
 def test_batch_mismatch_is_named(device):
-    args = _args(device)
-    args["v"] = _args(device, batch=3)["v"]
+    args = kernel_args(device)
+    args["v"] = kernel_args(device, batch=3)["v"]
     with pytest.raises(ValueError, match=r"^v: expected shape \[2, 1, 8, 128\]"):
         sub.kernel(**args)
 
 
 def test_none_is_accepted_only_for_state(device):
-    args = dict(_args(device), state=None)
-    for name in NAMES:
+    args = dict(kernel_args(device), state=None)
+    for name in TENSOR_ARGS:
         if name != "state":
             bad = dict(args, **{name: None})
             with pytest.raises(ValueError, match=rf"^{name}: expected a .*[Tt]ensor"):

@@ -16,6 +16,7 @@ from gdn_bench.algos import Algo, baseline_config
 from gdn_bench.decode_mix import write_decode_workloads
 from gdn_bench.definitions.spec import DefinitionSpec, Harness, tensor
 from gdn_bench.paths import EMBEDDED_PATH
+from gdn_bench.roles import BASELINE, REFERENCE
 from gdn_bench.shapes import HEAD_SIZE, NUM_Q_HEADS, NUM_V_HEADS
 from gdn_bench.timing import copy_floor_us
 
@@ -66,8 +67,20 @@ def build_definition() -> Definition:
     )
 
 
+def state_copy_floor_us(batch: int) -> float:
+    """The memory floor at batch size `batch`: the CUPTI time of copying its float32 state (GPU)."""
+    definition = build_definition()
+    shapes = dict(zip(definition.inputs, definition.get_input_shapes({"batch_size": batch})))
+    return copy_floor_us(shapes["state"])
+
+
 def _has_blob(w: Workload) -> bool:
     return any(spec.type == "safetensors" for spec in w.inputs.values())
+
+
+def workload_kind(w: Workload) -> str:
+    """"model-like" for a workload whose tensors come from a blob (decode_mix.MODEL_LIKE), else "random"."""
+    return "model-like" if _has_blob(w) else "random"
 
 
 def cpu_subset(workloads: list[Workload]) -> list[Workload]:
@@ -83,15 +96,16 @@ def _config(name: str, **kwargs):
 
 
 SUBMISSION = "fla-recurrent"
+LIBRARY = "fla-lib"  # flash-linear-attention's kernel, what a user would otherwise call
 ALGOS = (
     Algo(SUBMISSION, "the submission: fused recurrent Triton kernel", NAME, None, "solution/triton"),
-    Algo("pt-reference", "PyTorch loop over batch and head", NAME, _config("pt-reference"),
+    Algo(REFERENCE, "PyTorch loop over batch and head", NAME, _config(REFERENCE),
          "baselines/decode/pt_reference"),
     Algo("pt-compiled", "torch.compile of the vectorized reference", NAME, _config("pt-compiled"),
          "baselines/decode/pt_compiled", time_last=True),
-    Algo("fi-baseline", "FlashInfer gated_delta_rule_decode_pretranspose (contest baseline)", NAME,
-         _config("fi-baseline"), "baselines/decode/fi_baseline", needs_gpu=True, requires=("flashinfer",)),
-    Algo("fla-lib", "flash-linear-attention fused_recurrent_gated_delta_rule", NAME, _config("fla-lib"),
+    Algo(BASELINE, "FlashInfer gated_delta_rule_decode_pretranspose (contest baseline)", NAME,
+         _config(BASELINE), "baselines/decode/fi_baseline", needs_gpu=True, requires=("flashinfer",)),
+    Algo(LIBRARY, "flash-linear-attention fused_recurrent_gated_delta_rule", NAME, _config(LIBRARY),
          "baselines/decode/fla_lib", needs_gpu=True, requires=("fla",), extra="baselines"),
     Algo("fla-tma", "Triton variant: TMA tensor descriptors, pipelined loop over V-tiles", NAME,
          _config("fla-tma", language="triton", entry="kernel.py::kernel", dps=True), "solution/triton_tma",
@@ -123,7 +137,10 @@ DECODE = DefinitionSpec(
     default_dataset=lambda gpu: EMBEDDED_PATH,
     planned_workloads=lambda: [t.workload for t in TraceSet.from_path(str(EMBEDDED_PATH)).workloads[NAME]],
     cpu_subset=cpu_subset,
+    cpu_subset_note="the first random workload of B = 1 and of B = 4, and the first model-like one",
+    workload_label=lambda axes: f"B={axes['batch_size']}",
+    workload_kind=workload_kind,
     write_embedded=write_decode_workloads,
-    floor_us=copy_floor_us,
+    floor_us=state_copy_floor_us,
     job_groups=7,  # as many as the contest mix has batch sizes
 )

@@ -16,6 +16,7 @@ from gdn_bench import reference_prefill
 from gdn_bench.algos import Algo, baseline_config
 from gdn_bench.definitions.spec import DefinitionSpec, Harness, tensor
 from gdn_bench.paths import EMBEDDED_PATH
+from gdn_bench.roles import BASELINE, REFERENCE
 from gdn_bench.prefill_mix import contest_mix_root, contest_mix_workloads, write_embedded_subset
 from gdn_bench.shapes import HEAD_SIZE, NUM_Q_HEADS, NUM_V_HEADS
 
@@ -80,20 +81,27 @@ def cpu_subset(workloads: list[Workload]) -> list[Workload]:
     return [w for w in workloads if w.axes["total_seq_len"] <= CPU_MAX_TOKENS][:CPU_MAX_WORKLOADS]
 
 
+def workload_kind(w: Workload) -> str:
+    """How a workload's inputs are made: unit-norm keys from its blob (prefill_mix) or random ones."""
+    stored = w.inputs["k"].type == "safetensors"
+    return "random, unit-norm keys" if stored else "random"
+
+
 def _config(name: str):
     return baseline_config(name, NAME)
 
 
 SUBMISSION = "triton-chunked"
+LIBRARY = "fla-chunk"  # flash-linear-attention's kernel, what a user would otherwise call
 ALGOS = (
     Algo(SUBMISSION, "the submission: chunked Triton prefill (solution/triton/prefill.py)", NAME, None,
          "solution/triton"),
-    Algo("pt-reference", "PyTorch loop over sequences and tokens", NAME, _config("pt-reference"),
+    Algo(REFERENCE, "PyTorch loop over sequences and tokens", NAME, _config(REFERENCE),
          "baselines/prefill/pt_reference"),
-    Algo("fi-baseline", "FlashInfer chunk_gated_delta_rule, gates in torch (contest baseline)", NAME,
-         _config("fi-baseline"), "baselines/prefill/fi_baseline", needs_gpu=True,
+    Algo(BASELINE, "FlashInfer chunk_gated_delta_rule, gates in torch (contest baseline)", NAME,
+         _config(BASELINE), "baselines/prefill/fi_baseline", needs_gpu=True,
          min_compute_capability=(9, 0), requires=("flashinfer",)),
-    Algo("fla-chunk", "flash-linear-attention chunk_gated_delta_rule, gates fused", NAME, _config("fla-chunk"),
+    Algo(LIBRARY, "flash-linear-attention chunk_gated_delta_rule, gates fused", NAME, _config(LIBRARY),
          "baselines/prefill/fla_chunk", needs_gpu=True, requires=("fla",), extra="baselines"),
 )
 
@@ -112,8 +120,11 @@ PREFILL = DefinitionSpec(
     group_title="total_seq_len (rounded up to a power of two)",
     harness=Harness(warmup=1, iterations=5, trials=3),  # the contest's flags for prefill
     default_dataset=lambda gpu: contest_mix_root(build_definition()) if gpu else EMBEDDED_PATH,
-    planned_workloads=lambda: contest_mix_workloads(NAME),
+    planned_workloads=lambda: contest_mix_workloads(build_definition()),
     cpu_subset=cpu_subset,
+    cpu_subset_note=f"the first {CPU_MAX_WORKLOADS} workloads of at most {CPU_MAX_TOKENS} tokens",
+    workload_label=lambda axes: f"T={axes['total_seq_len']} N={axes['num_seqs']}",
+    workload_kind=workload_kind,
     write_embedded=write_embedded_subset,
     floor_us=None,  # a group mixes batches of different N and T: no single memory floor
     job_groups=8,

@@ -48,8 +48,14 @@ class DefinitionSpec:
     # The workloads of default_dataset(True), known without writing it (run_modal plans its
     # jobs from them before anything runs).
     planned_workloads: Callable[[], list[Workload]]
-    # The workloads of a trace set that the CPU pass checks when nothing selects them.
+    # The workloads of a trace set that the CPU pass checks when nothing selects them, and
+    # which ones those are, in words.
     cpu_subset: Callable[[list[Workload]], list[Workload]]
+    cpu_subset_note: str
+    # A workload in the report's words: its size (e.g. "B=4") from its axes, and how its
+    # inputs are made (e.g. "random", "model-like").
+    workload_label: Callable[[dict], str]
+    workload_kind: Callable[[Workload], str]
     # Adds this definition's part of the embedded trace set (gdn_bench/data) to a trace set
     # that already holds the Definition, deterministically from the seed.
     write_embedded: Callable[[TraceSet, int], None]
@@ -62,7 +68,8 @@ class DefinitionSpec:
         return {a.name: a for a in self.algos}
 
     def submission_entry(self) -> Path:
-        """The submission's entry file (solution/<language>/<file> from config.toml)."""
+        """The submission's entry file in the project checkout (solution/<language>/<file>, from
+        its config.toml)."""
         return self.algos_by_name[self.submission].entry_file()
 
     def reference_source(self) -> str:

@@ -23,6 +23,7 @@ nothing else.
 
 import functools
 import math
+import numbers
 import operator
 import os
 
@@ -169,18 +170,21 @@ def _raise_for_first_invalid(tensors, expected, device):
 
 
 def _resolve_scale(scale):
-    """scale as a Python float: 0 or None mean 1/sqrt(D); a 0-dim tensor is read."""
+    """scale as a Python float: 0 or None mean 1/sqrt(D); a one-element float tensor is read;
+    any other real number (numpy's too) is taken as it is, but not a bool. A nonzero finite
+    Python float, what the evaluator passes, returns at the first test."""
     if scale.__class__ is float and scale != 0.0 and math.isfinite(scale):
         return scale
     if scale is None:
         return 1.0 / math.sqrt(HEAD_SIZE)
     if isinstance(scale, torch.Tensor):
-        if scale.numel() != 1:
-            raise ValueError(f"scale: expected a scalar, got a tensor of shape {list(scale.shape)}")
+        if scale.numel() != 1 or not scale.is_floating_point():
+            raise ValueError(f"scale: expected a one-element float tensor, got {scale.dtype} of shape {list(scale.shape)}")
         scale = scale.item()
-    if not isinstance(scale, (int, float)) or not math.isfinite(scale):
-        raise ValueError(f"scale: expected a finite float, 0 or None, got {scale!r}")
-    return float(scale) if scale != 0 else 1.0 / math.sqrt(HEAD_SIZE)
+    if isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not math.isfinite(scale):
+        raise ValueError(f"scale: expected a finite real number, 0 or None, got {scale!r}")
+    value = float(scale)
+    return value if value != 0.0 else 1.0 / math.sqrt(HEAD_SIZE)
 
 
 def kernel(q, k, v, state, A_log, a, dt_bias, b, scale, output, new_state):
@@ -189,7 +193,8 @@ def kernel(q, k, v, state, A_log, a, dt_bias, b, scale, output, new_state):
     Launches exactly one kernel. Raises ValueError naming the first bad argument.
     """
     if not isinstance(q, torch.Tensor) or q.dim() != 4:
-        raise ValueError(f"q: expected a [B,1,{NUM_Q_HEADS},{HEAD_SIZE}] tensor")
+        got = f"shape {list(q.shape)}" if isinstance(q, torch.Tensor) else type(q).__name__
+        raise ValueError(f"q: expected a [B, 1, {NUM_Q_HEADS}, {HEAD_SIZE}] tensor, got {got}")
     batch, device = q.shape[0], q.device
     tensors = (q, k, v, state, A_log, a, dt_bias, b, output, new_state)
     expected, grid, constexprs, num_warps = _plan(batch, state is not None, LAUNCH_TABLE)

@@ -30,6 +30,7 @@ RuntimeError. Only torch, triton and the standard library are imported.
 """
 
 import math
+import numbers
 import os
 
 import torch
@@ -107,16 +108,18 @@ def _expect(name, tensor, shape, dtype, device):
 
 
 def _resolve_scale(scale):
-    """scale as a Python float: 0 or None mean 1/sqrt(D); a 0-dim tensor is read."""
+    """scale as a Python float: 0 or None mean 1/sqrt(D); a one-element float tensor is read;
+    any other real number (numpy's too) is taken as it is, but not a bool."""
     if scale is None:
         return 1.0 / math.sqrt(HEAD_SIZE)
     if isinstance(scale, torch.Tensor):
-        if scale.numel() != 1:
-            raise ValueError(f"scale: expected a scalar, got a tensor of shape {list(scale.shape)}")
+        if scale.numel() != 1 or not scale.is_floating_point():
+            raise ValueError(f"scale: expected a one-element float tensor, got {scale.dtype} of shape {list(scale.shape)}")
         scale = scale.item()
-    if not isinstance(scale, (int, float)) or not math.isfinite(scale):
-        raise ValueError(f"scale: expected a finite float, 0 or None, got {scale!r}")
-    return float(scale) if scale != 0 else 1.0 / math.sqrt(HEAD_SIZE)
+    if isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not math.isfinite(scale):
+        raise ValueError(f"scale: expected a finite real number, 0 or None, got {scale!r}")
+    value = float(scale)
+    return value if value != 0.0 else 1.0 / math.sqrt(HEAD_SIZE)
 
 
 def _require_tma(device):
@@ -146,7 +149,8 @@ def kernel(q, k, v, state, A_log, a, dt_bias, b, scale, output, new_state):
     RuntimeError where TMA is not available (see _require_tma).
     """
     if not isinstance(q, torch.Tensor) or q.dim() != 4:
-        raise ValueError(f"q: expected a [B,1,{NUM_Q_HEADS},{HEAD_SIZE}] tensor")
+        got = f"shape {list(q.shape)}" if isinstance(q, torch.Tensor) else type(q).__name__
+        raise ValueError(f"q: expected a [B, 1, {NUM_Q_HEADS}, {HEAD_SIZE}] tensor, got {got}")
     batch, device = q.shape[0], q.device
     D, HQ, HV = HEAD_SIZE, NUM_Q_HEADS, NUM_V_HEADS
     _expect("q", q, (batch, 1, HQ, D), torch.bfloat16, device)

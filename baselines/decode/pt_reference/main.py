@@ -5,17 +5,16 @@ Per (b, h), S = state[b, h] as [V, K]:  g = exp(-exp(A_log)·softplus(a + dt_bia
 beta = sigmoid(b), S <- g·S, S <- S + outer(beta·(v - S k), k), out = scale·(S q).
 """
 
-import math
-
 import torch
 import torch.nn.functional as F
+
+from gdn_bench.shapes import output_scale
 
 
 def run(q, k, v, state, A_log, a, dt_bias, b, scale):
     batch, _, num_q_heads, head_size = q.shape
     num_v_heads = v.shape[2]
-    if scale is None or float(scale) == 0.0:
-        scale = 1.0 / math.sqrt(head_size)
+    scale = output_scale(scale)
     output = torch.empty(batch, 1, num_v_heads, head_size, dtype=torch.float32, device=q.device)
     new_state = torch.empty(batch, num_v_heads, head_size, head_size, dtype=torch.float32, device=q.device)
     for i in range(batch):

@@ -13,7 +13,8 @@ Facts from flashinfer/gdn_prefill.py and its kernels (wheel flashinfer_python-0.
   (gdn_kernels/delta_rule_dsl/alpha.py). beta is sigmoid(b), float32 [T, HV].
 - initial_state and the final state are [N, HV, V, K] float32 ("K-last", the definition's
   layout); the final state is a new tensor (output_state=None), the input state is only read.
-- scale None or 0 means 1/sqrt(D).
+- scale None or 0 means 1/sqrt(D); it is passed as the float it stands for
+  (gdn_bench.shapes.output_scale).
 - A zero-length sequence's final state is left as the allocator gave it (seen on an H200,
   2026-11-22: values up to 4.7e16), where the definition wants zeros, so this baseline fails
   the workloads that hold an empty sequence. It is kept as a contest wrapper calls it; the
@@ -24,12 +25,13 @@ import torch
 import torch.nn.functional as F
 from flashinfer.gdn_prefill import chunk_gated_delta_rule
 
+from gdn_bench.shapes import output_scale
+
 
 def run(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale):
     g = torch.exp(-torch.exp(A_log.float()) * F.softplus(a.float() + dt_bias.float()))
     beta = torch.sigmoid(b.float())
-    scale = None if scale is None or float(scale) == 0.0 else float(scale)
     return chunk_gated_delta_rule(
-        q, k, v, g=g, beta=beta, scale=scale, initial_state=state,
+        q, k, v, g=g, beta=beta, scale=output_scale(scale), initial_state=state,
         output_final_state=True, cu_seqlens=cu_seqlens, use_qk_l2norm_in_kernel=False,
     )

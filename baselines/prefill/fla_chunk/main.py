@@ -14,16 +14,17 @@ Facts from fla/ops/gated_delta_rule/chunk.py, gate.py and fla/ops/common/chunk_d
 - A zero-length sequence gets its *initial* state as final state (the state pass loads h0,
   runs no chunk and stores it), so the rows of empty sequences are zeroed here, as the
   definition asks, by one elementwise select on the device (no host synchronization).
-- scale None means 1/sqrt(K); 0 is passed as None.
+- scale: always passed as the float it stands for (gdn_bench.shapes.output_scale).
 """
 
 from fla.ops.gated_delta_rule import chunk_gated_delta_rule
 
+from gdn_bench.shapes import output_scale
+
 
 def run(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale):
-    scale = None if scale is None or float(scale) == 0.0 else float(scale)
     output, new_state = chunk_gated_delta_rule(
-        q[None], k[None], v[None], g=a[None], beta=b[None], scale=scale, initial_state=state,
+        q[None], k[None], v[None], g=a[None], beta=b[None], scale=output_scale(scale), initial_state=state,
         output_final_state=True, use_beta_sigmoid_in_kernel=True, state_v_first=True,
         cu_seqlens=cu_seqlens, use_gate_in_kernel=True, A_log=A_log, dt_bias=dt_bias,
     )

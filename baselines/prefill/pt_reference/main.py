@@ -8,17 +8,17 @@ S <- S + outer(beta·(v[t] - S k[t]), k[t]), out[t] = scale·(S q[t]); new_state
 zero for an empty sequence.
 """
 
-import math
-
 import torch
 import torch.nn.functional as F
+
+from gdn_bench.shapes import output_scale
 
 
 def token_loop(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, dtype=torch.float32):
     """(out [T, HV, D], new_state [N, HV, V, K]) in `dtype`, one token at a time."""
     total, num_q_heads, head_size = q.shape
     num_v_heads = v.shape[1]
-    scale = 1.0 / math.sqrt(head_size) if scale is None or float(scale) == 0.0 else float(scale)
+    scale = output_scale(scale)
     group = num_v_heads // num_q_heads
     bounds = cu_seqlens.tolist()
     output = torch.zeros(total, num_v_heads, head_size, dtype=dtype, device=q.device)

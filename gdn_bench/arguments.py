@@ -1,0 +1,106 @@
+"""Command-line pieces every script shares: argparse types that turn a bad value into one
+line naming the flag (exit status 2, no traceback), output paths checked before any work
+starts, and --root (the project checkout, gdn_bench.paths)."""
+
+import argparse
+import os
+from pathlib import Path
+
+from gdn_bench.definitions import resolve
+from gdn_bench.paths import check_checkout, use_project
+
+
+def positive_ints(text: str) -> list[int]:
+    """'1,4,64' -> [1, 4, 64]; anything else (an empty item included) is an argparse error."""
+    try:
+        values = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
+    if any(v <= 0 for v in values):
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return values
+
+
+def _integer(text: str, what: str, low: int, high: int | None = None) -> int:
+    """int(text) from `low` to `high` (inclusive; no upper bound if None), else an argparse
+    error saying what was expected."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+    if value < low or (high is not None and value > high):
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text}")
+    return value
+
+
+def positive_int(text: str) -> int:
+    """'4' -> 4; anything but a positive integer is an argparse error."""
+    return _integer(text, "a positive integer", 1)
+
+
+def seed(text: str) -> int:
+    """A random seed: an integer from 0 to 2**63 - 1."""
+    return _integer(text, "a seed from 0 to 2**63 - 1", 0, 2**63 - 1)
+
+
+def definition_name(text: str) -> str:
+    """A definition's short name from its short or full name; argparse error otherwise."""
+    try:
+        return resolve(text).short
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _creatable(path: Path) -> None:
+    """ArgumentTypeError unless `path` can be created: its nearest existing ancestor is a
+    writable folder (not a file)."""
+    ancestor = path.parent
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise argparse.ArgumentTypeError(f"{path}: {ancestor} is a file, not a folder")
+    if not os.access(ancestor, os.W_OK):
+        raise argparse.ArgumentTypeError(f"{path}: cannot write into {ancestor}")
+
+
+def output_folder(text: str | Path) -> Path:
+    """A folder to write results into: an existing folder, or one that can be created."""
+    path = Path(text).expanduser()
+    if path.exists():
+        if not path.is_dir():
+            raise argparse.ArgumentTypeError(f"{path} exists and is not a folder")
+        if not os.access(path, os.W_OK):
+            raise argparse.ArgumentTypeError(f"cannot write into {path}")
+        return path
+    _creatable(path)
+    return path
+
+
+def output_file(text: str | Path) -> Path:
+    """A file to write: not a folder, and creatable (or replaceable) where it is."""
+    path = Path(text).expanduser()
+    if path.is_dir():
+        raise argparse.ArgumentTypeError(f"{path} is a folder; name a file in it, e.g. {path / 'out.json'}")
+    _creatable(path)
+    return path
+
+
+def checked(parser: argparse.ArgumentParser, flag: str, check, value):
+    """check(value), or the parser's one-line error naming `flag` (exit 2): for values the
+    parser could not check itself, such as defaults derived from other flags."""
+    try:
+        return check(value)
+    except (argparse.ArgumentTypeError, ValueError) as e:
+        parser.error(f"argument {flag}: {e}")
+
+
+def add_root_argument(parser: argparse.ArgumentParser, checkout: Path) -> None:
+    """--root: the project checkout to work on, by default `checkout` (the script's own)."""
+    parser.add_argument("--root", type=Path, default=checkout,
+                        help=f"project checkout: config.toml, solution/, baselines/ (default: this script's, "
+                             f"{checkout})")
+
+
+def chosen_project(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Path:
+    """The checked --root, made the project checkout of this process (gdn_bench.paths.use_project)."""
+    return use_project(checked(parser, "--root", check_checkout, args.root))

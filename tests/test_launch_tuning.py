@@ -1,0 +1,57 @@
+"""The launch-table logic of scripts/tune_launch.py (gdn_bench.launch_tuning; the sweep itself
+needs a GPU), and the pieces of scripts/bench_kernel.py that run without one."""
+
+import torch
+
+from gdn_bench import kernel_bench
+from gdn_bench.definitions.decode import build_definition
+from gdn_bench.launch_tuning import best_table, valid_configs, write_launch_table
+from gdn_bench.signature import empty_outputs, random_inputs
+from helpers import KERNEL_PATH
+
+
+def _rows(timings):
+    return [{"batch_size": b, "block_v": bv, "num_warps": w, "us": us, "floor_us": 1.0}
+            for b, configs in timings.items() for (bv, w), us in configs.items()]
+
+
+def test_ties_within_tolerance_keep_the_current_row():
+    timings = {1: {(4, 1): 2.00, (8, 1): 2.50}, 4: {(4, 1): 3.02, (16, 1): 3.00},
+               16: {(4, 1): 6.00, (16, 1): 5.00}, 64: {(4, 1): 20.0, (16, 1): 18.0}}
+    assert best_table(_rows(timings)) == ((4, 4, 1), (1 << 62, 16, 1))
+
+
+def test_exact_winners_without_tolerance():
+    timings = {1: {(4, 1): 2.0, (8, 1): 2.5}, 8: {(4, 1): 5.0, (8, 1): 4.0}}
+    assert best_table(_rows(timings), tolerance=0.0) == ((1, 4, 1), (1 << 62, 8, 1))
+
+
+def test_every_config_fills_whole_vectors():
+    for block_v, warps in valid_configs():
+        assert block_v * 128 // (32 * warps) >= 4
+
+
+def test_write_launch_table_round_trip(tmp_path):
+    path = tmp_path / "kernel.py"
+    path.write_text(KERNEL_PATH.read_text())
+    write_launch_table(((8, 4, 1), (1 << 62, 32, 2)), path)
+    text = path.read_text()
+    assert "LAUNCH_TABLE = (\n    (8, 4, 1),\n    (1 << 62, 32, 2),\n)" in text
+
+
+def test_inputs_and_outputs_take_the_definitions_shapes():
+    definition = build_definition()
+    inputs = random_inputs(definition, {"batch_size": 3}, torch.Generator().manual_seed(0), {"scale": 0.5})
+    assert list(inputs) == list(definition.inputs) and inputs["scale"] == 0.5
+    assert inputs["q"].shape == (3, 1, 4, 128) and inputs["q"].dtype == torch.bfloat16
+    assert inputs["state"].shape == (3, 8, 128, 128) and inputs["state"].dtype == torch.float32
+    output, new_state = empty_outputs(definition, {"batch_size": 3}, "cpu")
+    assert (output.shape, output.dtype, new_state.shape) == ((3, 1, 8, 128), torch.bfloat16, (3, 8, 128, 128))
+
+
+def test_bench_rows_derive_their_ratios_and_show_what_was_not_measured():
+    row = kernel_bench.derived({"batch_size": 4, "ours_us": 3.0, "floor_us": 2.0, "host_ours_us": 9.0,
+                                "host_copy_us": 6.0, "fi-baseline_us": 6.0, "state_rel_err": 1e-7, "out_rel_err": 1e-3})
+    assert (row["x_floor"], row["host_ratio"], row["vs_fi"]) == (1.5, 1.5, 2.0)
+    header, line = kernel_bench.format_rows([row]).splitlines()
+    assert "×floor" in header and line.split()[5] == "-"  # no fla-lib column measured
