@@ -14,16 +14,18 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import DEVICE, SEED
 from gdn_bench.algos import load_module
 from gdn_bench.checking import worst_margin
 from gdn_bench.definitions.prefill import PREFILL
 from gdn_bench.prefill_mix import cu_seqlens_of
 from gdn_bench.reference_prefill import gdn_prefill
-from helpers import BF16_REL
+from gdn_bench.shapes import HEAD_SIZE as D
+from gdn_bench.shapes import NUM_Q_HEADS as HQ
+from gdn_bench.shapes import NUM_V_HEADS as HV
+from gdn_bench.shapes import output_scale
+from helpers import BF16_REL, DEVICE, SEED, non_contiguous, wrong_dtype, wrong_shape
 
 sub = load_module(PREFILL.submission_entry(), "gdn_prefill_submission")
-HQ, HV, D = 4, 8, 128
 REGIMES = ("typical", "softplus_large", "softplus_negative", "beta_saturated", "repeated_keys")
 SCALES = ("none", "zero", "float", "tensor", "numpy")
 # new_state, normwise relative error per sequence: float32 arithmetic in the interpreter;
@@ -107,8 +109,7 @@ def check_against_float64(inputs: dict, scale, output, new_state, what: str) -> 
     assert torch.isfinite(output).all(), f"{what}: output has unwritten or non-finite elements"
     assert torch.isfinite(new_state).all(), f"{what}: new_state has unwritten or non-finite elements"
     cpu = {n: (t.cpu() if isinstance(t, torch.Tensor) else t) for n, t in inputs.items()}
-    ref_scale = float(scale) if isinstance(scale, (torch.Tensor, np.floating)) else scale
-    ref_out, ref_state = gdn_prefill(**cpu, scale=ref_scale, compute_dtype=torch.float64)
+    ref_out, ref_state = gdn_prefill(**cpu, scale=output_scale(scale), compute_dtype=torch.float64)
     got_state = new_state.cpu().double()
     lengths = cpu["cu_seqlens"].diff().tolist()
     for n, length in enumerate(lengths):
@@ -256,10 +257,10 @@ def test_scale_kinds_agree(device):
 
 ARG_NAMES = ("q", "k", "v", "state", "A_log", "a", "dt_bias", "b", "cu_seqlens", "output", "new_state")
 CORRUPTIONS = {
-    "shape": lambda t: t[..., :-1].contiguous() if t.shape[-1] > 1 else t.repeat(*([1] * (t.dim() - 1)), 2),
-    "dtype": lambda t: t.to(torch.int32 if t.is_floating_point() else torch.float32),
+    "shape": wrong_shape,
+    "dtype": wrong_dtype,
     "device": lambda t: torch.empty(t.shape, dtype=t.dtype, device="meta"),
-    "contiguous": lambda t: torch.zeros(*t.shape[:-1], 2 * t.shape[-1], dtype=t.dtype, device=t.device)[..., ::2],
+    "contiguous": non_contiguous,
 }
 
 
