@@ -31,9 +31,13 @@ SCALES = ("none", "zero", "float", "tensor", "numpy")
 # new_state, normwise relative error per sequence: float32 arithmetic in the interpreter;
 # on a GPU the state pass multiplies in tf32 (10-bit mantissa).
 STATE_TOL = 1e-5 if DEVICE == "cpu" else 3e-3
-# The contest's check passes at worst margin 1 (|err| <= max(atol, rtol |ref|), 1e-2 each);
-# a GPU run must stay within half of it against float64.
-GPU_MARGIN = 0.5
+# On a GPU the output must pass the contest's check against the definition's float32
+# reference (worst margin <= 1; |err| <= max(atol, rtol |ref|), 1e-2 each), and stay within
+# GPU_MARGIN of it against float64: the bf16 rounding alone takes up to 0.39, and the state
+# pass's tf32 products add an error of ~2^-11 of the largest terms, which the stress regimes
+# here (saturated beta or no decay, keeping a N(0, 1) initial state, scale up to 0.25) put on
+# outputs near 1 (seen on an H200: 1.07 against float64, 0.78 against the float32 reference).
+GPU_MARGIN = 1.25
 
 
 def _random_calls(rng: random.Random, sequences: int) -> list[list[int]]:
@@ -123,11 +127,14 @@ def check_against_float64(inputs: dict, scale, output, new_state, what: str) -> 
         return
     if DEVICE == "cpu":
         bound = BF16_REL * ref_out.abs() + 1e-4 * ref_out.abs().amax().clamp_min(1e-30)
-        worst = ((got_out - ref_out).abs() / bound).max().item() if ref_out.numel() else 0.0
+        worst = ((got_out - ref_out).abs() / bound).max().item()
         assert worst <= 1.0, f"{what}: output beyond bf16 rounding of the float64 reference (ratio {worst:.2f})"
     else:
-        margin = worst_margin(got_out, ref_out)
-        assert margin <= GPU_MARGIN, f"{what}: output worst margin {margin:.3f} against float64"
+        contest = worst_margin(got_out, gdn_prefill(**cpu, scale=output_scale(scale), compute_dtype=torch.float32)[0]
+                               .to(torch.bfloat16).double())
+        assert contest <= 1.0, f"{what}: fails the contest's check (worst margin {contest:.3f})"
+        exact = worst_margin(got_out, ref_out)
+        assert exact <= GPU_MARGIN, f"{what}: output worst margin {exact:.3f} against float64"
 
 
 def call_and_check(lengths, with_state, scale_kind, seed, device, what, in_place=False, first_regime=0):
@@ -226,10 +233,11 @@ def test_no_host_synchronization_and_no_recompilation(device):
     fail the capture) with at most 3 kernels, and new lengths compile nothing new."""
     inputs = draw_inputs([300, 20], torch.Generator().manual_seed(SEED), device)
     output, new_state = poisoned_outputs(320, 2, device)
-    sub.kernel(*inputs.values(), torch.tensor(0.1, device=device), output, new_state)  # compile, warm up
+    scale = torch.tensor(0.1, device=device)
+    sub.kernel(*inputs.values(), scale, output, new_state)  # compile, warm up
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        sub.kernel(*inputs.values(), torch.tensor(0.1, device=device), output, new_state)
+        sub.kernel(*inputs.values(), scale, output, new_state)
     compiled = [len(k.device_caches[torch.cuda.current_device()][0])
                 for k in (sub._chunk_prep_kernel, sub._state_pass_kernel)]
     for lengths in ([1], [77], [5, 9, 0, 200], [33, 33, 33]):
