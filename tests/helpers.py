@@ -92,24 +92,38 @@ def check_against_float64(inputs: dict, scale, output: torch.Tensor, new_state: 
     assert worst <= 1.0, f"{what}: output error {err.max().item():.3e} exceeds bf16 rounding (ratio {worst:.2f})"
 
 
+def run_and_check(call, inputs: dict, outputs: tuple, check, what: str, in_place: bool = False):
+    """call(output, new_state) on NaN-poisoned `outputs` (new_state is the input state itself
+    if in_place), then check(inputs as given, output, new_state, what); an input state not
+    updated in place must come back unchanged. Returns (output, new_state)."""
+    original_state = None if inputs["state"] is None else inputs["state"].clone()
+    output, new_state = outputs
+    if in_place:
+        new_state = inputs["state"]
+    call(output, new_state)
+    if output.is_cuda:
+        torch.cuda.synchronize()
+    check(dict(inputs, state=original_state), output, new_state, what)
+    if original_state is not None and not in_place:
+        assert torch.equal(inputs["state"], original_state), f"{what}: the input state was modified"
+    return output, new_state
+
+
 def call_and_check(fn, batch: int, with_state: bool, scale, seed: int, device: str, what: str,
                    in_place: bool = False) -> None:
     """Call fn(q, k, v, state, A_log, a, dt_bias, b, scale, output, new_state) positionally on
-    fresh inputs with NaN-poisoned outputs (new_state is the state tensor itself if in_place),
-    then check_against_float64; an input state not updated in place must stay unchanged."""
+    fresh inputs through run_and_check, against check_against_float64."""
     inputs = draw_inputs(batch, torch.Generator().manual_seed(seed), device, with_state)
-    original_state = inputs["state"].clone() if with_state else None
-    output, new_state = poisoned_outputs(batch, device)
-    if in_place:
-        new_state = inputs["state"]
-    args = dict(inputs, scale=scale, output=output, new_state=new_state)
-    fn(*(args[n] for n in CALL_ORDER))
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-    what = f"{what} B={batch} state={with_state} scale={scale} seed={seed}"
-    check_against_float64(dict(inputs, state=original_state), scale, output, new_state, what)
-    if with_state and not in_place:
-        assert torch.equal(inputs["state"], original_state), f"{what}: the input state was modified"
+
+    def call(output, new_state):
+        args = dict(inputs, scale=scale, output=output, new_state=new_state)
+        fn(*(args[n] for n in CALL_ORDER))
+
+    def check(given, output, new_state, what):
+        check_against_float64(given, scale, output, new_state, what)
+
+    run_and_check(call, inputs, poisoned_outputs(batch, device), check,
+                  f"{what} B={batch} state={with_state} scale={scale} seed={seed}", in_place)
 
 
 def kernel_args(device: str, batch: int = 2) -> dict:

@@ -23,7 +23,7 @@ from gdn_bench.shapes import HEAD_SIZE as D
 from gdn_bench.shapes import NUM_Q_HEADS as HQ
 from gdn_bench.shapes import NUM_V_HEADS as HV
 from gdn_bench.shapes import output_scale
-from helpers import BF16_REL, DEVICE, SEED, non_contiguous, wrong_dtype, wrong_shape
+from helpers import BF16_REL, DEVICE, SEED, non_contiguous, run_and_check, wrong_dtype, wrong_shape
 
 sub = load_module(PREFILL.submission_entry(), "gdn_prefill_submission")
 REGIMES = ("typical", "softplus_large", "softplus_negative", "beta_saturated", "repeated_keys")
@@ -138,20 +138,14 @@ def check_against_float64(inputs: dict, scale, output, new_state, what: str) -> 
 
 
 def call_and_check(lengths, with_state, scale_kind, seed, device, what, in_place=False, first_regime=0):
+    """The kernel on fresh inputs through helpers.run_and_check, against check_against_float64."""
     inputs = draw_inputs(lengths, torch.Generator().manual_seed(seed), device, with_state, first_regime)
-    original_state = inputs["state"].clone() if with_state else None
-    output, new_state = poisoned_outputs(sum(lengths), len(lengths), device)
-    if in_place:
-        new_state = inputs["state"]
     scale = make_scale(scale_kind, seed, device)
-    sub.kernel(*inputs.values(), scale, output, new_state)
-    if device.startswith("cuda"):
-        torch.cuda.synchronize()
-    what = f"{what} lengths={lengths} state={with_state} scale={scale_kind} seed={seed}"
-    check_against_float64(dict(inputs, state=original_state), scale, output, new_state, what)
-    if with_state and not in_place:
-        assert torch.equal(inputs["state"], original_state), f"{what}: the input state was modified"
-    return output, new_state
+    return run_and_check(lambda output, new_state: sub.kernel(*inputs.values(), scale, output, new_state),
+                         inputs, poisoned_outputs(sum(lengths), len(lengths), device),
+                         lambda given, output, new_state, what: check_against_float64(given, scale, output, new_state,
+                                                                                      what),
+                         f"{what} lengths={lengths} state={with_state} scale={scale_kind} seed={seed}", in_place)
 
 
 def _call_id(index):
