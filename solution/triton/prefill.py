@@ -36,7 +36,8 @@ Kernels (C = 32):
    G (segmented scans), A, T, and the operands W, U, Q~, K~^T, M of the state pass, written
    as contiguous float32 tiles of a block-major scratch buffer.
 2. `_state_pass_kernel`, one program per (sequence, value head, BV columns of V): walks
-   its sequence's segments in order; the state stays in float32 registers, products in tf32.
+   its sequence's segments in order; the state stays in float32 registers, products in tf32
+   (operands rounded to nearest first, see _tf32).
    It also computes the output, or, for long sequences where that lengthens the sequential
    walk, stores each segment's H0 (slot block + sequence: unique, since a later sequence
    never starts in an earlier block) and Delta for
@@ -67,6 +68,24 @@ NUM_Q_HEADS = 4
 NUM_V_HEADS = 8
 HEAD_SIZE = 128
 SUB = 16  # rows per diagonal block of the triangular solve
+
+
+_INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") == "1"
+# Round tf32 operands on a GPU; Triton's interpreter computes tf32 products in float32.
+_ROUND_TF32 = tl.constexpr(not _INTERPRETED)
+
+
+@triton.jit
+def _tf32(x):
+    """x rounded to the nearest tf32 value (10 mantissa bits, ties away from zero). The
+    tensor cores read a float32 operand of a tf32 product by dropping its low 13 bits, a
+    truncation biased toward zero whose error adds up over the 128-term sums and from chunk
+    to chunk (under the tests' stress regimes it pushed the output past the contest's
+    tolerance); on a rounded operand that truncation is exact. The identity in the
+    interpreter, whose tf32 products are float32."""
+    if _ROUND_TF32:
+        return ((x.to(tl.int32, bitcast=True) + 0x1000) & -0x2000).to(tl.float32, bitcast=True)
+    return x
 
 
 @triton.jit
@@ -161,7 +180,8 @@ def _inverse_parts(k, beta, G, seg, decay, NB: tl.constexpr, BT: tl.constexpr, C
     T_d [NB, BT, BT]: the inverses of the BT x BT diagonal blocks of I + A, each
     (I - A_d)(I + A_d^2)(I + A_d^4)(I + A_d^8) as A_d^16 = 0, in exact float32.
     N [C, C] = T_d A_off, A_off the strictly block-lower part of A: (I + A)^-1 =
-    (I + N)^-1 T_d with N^NB = 0 (see _solve)."""
+    (I + N)^-1 T_d with N^NB = 0 (see _solve). Both come rounded to tf32 (see _tf32): they
+    are only ever operands of tf32 products."""
     tl.static_assert(BT == 16)
     i = tl.arange(0, C)
     r = tl.arange(0, BT)
@@ -177,17 +197,18 @@ def _inverse_parts(k, beta, G, seg, decay, NB: tl.constexpr, BT: tl.constexpr, C
     for _ in tl.static_range(3):
         power = tl.dot(power, power, input_precision="ieee")
         T_d += tl.dot(T_d, power, input_precision="ieee")
-    return T_d, tl.reshape(tl.dot(T_d, tl.reshape(A_off, (NB, BT, C)), input_precision="ieee"), (C, C))
+    N_off = tl.reshape(tl.dot(T_d, tl.reshape(A_off, (NB, BT, C)), input_precision="ieee"), (C, C))
+    return _tf32(T_d), _tf32(N_off)
 
 
 @triton.jit
 def _solve(T_d, N_off, x, NB: tl.constexpr, BT: tl.constexpr, C: tl.constexpr, W: tl.constexpr):
     """(I + A)^-1 x for x [C, W] float32: y = T_d x, then Horner over the powers of N,
     sum_m (-N)^m y = y - N (y - N (y - ...))."""
-    y = tl.reshape(tl.dot(T_d, tl.reshape(x, (NB, BT, W)), input_precision="tf32"), (C, W))
+    y = tl.reshape(tl.dot(T_d, tl.reshape(_tf32(x), (NB, BT, W)), input_precision="tf32"), (C, W))
     z = y
     for _ in tl.static_range(NB - 1):
-        z = y - tl.dot(N_off, z, input_precision="tf32")
+        z = y - tl.dot(N_off, _tf32(z), input_precision="tf32")
     return z
 
 
@@ -200,8 +221,9 @@ def _chunk_prep_kernel(
 ):
     """One block of C tokens for one value head. Writes, as contiguous tiles of block-major
     scratch, the state pass's matrix operands: W, U, Q~ = scale exp(G) * Q [C, D], K~^T =
-    (exp(G_end - G) * K)^T [D, C] and M [C, C], plus G_end (G at the last token of each
-    token's segment). Rows past T come out zero. SINGLE: one sequence (no search).
+    (exp(G_end - G) * K)^T [D, C] and M [C, C] (all but U rounded to tf32: they are only
+    operands of tf32 products), plus G_end (G at the last token of each token's segment).
+    Rows past T come out zero. SINGLE: one sequence (no search).
     WIDEN_BF16: take the bf16 products in float32 (Triton's interpreter computes bf16 tl.dot
     wrongly); the products are exact either way."""
     block = tl.program_id(0)
@@ -221,13 +243,13 @@ def _chunk_prep_kernel(
     row_major = i[:, None] * D + offs_d[None, :]
 
     # M and Q~ first, so q is dead before the solve.
-    tl.store(m_ptr + block_hv * (C * C) + i[:, None] * C + i[None, :], (scale * decay) * tl.dot(q, tl.trans(k)))
-    tl.store(qt_ptr + tile + row_major, q.to(tl.float32) * (scale * tl.exp(G))[:, None])
+    tl.store(m_ptr + block_hv * (C * C) + i[:, None] * C + i[None, :], _tf32((scale * decay) * tl.dot(q, tl.trans(k))))
+    tl.store(qt_ptr + tile + row_major, _tf32(q.to(tl.float32) * (scale * tl.exp(G))[:, None]))
     T_d, N_off = _inverse_parts(k, beta, G64, seg, decay, NB, BT, C, D)
     k = k.to(tl.float32)
-    tl.store(w_ptr + tile + row_major, _solve(T_d, N_off, (beta * tl.exp(G))[:, None] * k, NB, BT, C, D))
+    tl.store(w_ptr + tile + row_major, _tf32(_solve(T_d, N_off, (beta * tl.exp(G))[:, None] * k, NB, BT, C, D)))
     tl.store(kt_ptr + tile + offs_d[:, None] * C + i[None, :],
-             tl.trans(k * tl.exp((G_end64 - G64).to(tl.float32))[:, None]))
+             _tf32(tl.trans(k * tl.exp((G_end64 - G64).to(tl.float32))[:, None])))
     tl.store(u_ptr + tile + row_major, _solve(T_d, N_off, beta[:, None] * v.to(tl.float32), NB, BT, C, D))
     tl.store(ge_ptr + block_hv * C + i, G_end64.to(tl.float32))
 
@@ -259,16 +281,17 @@ def _single_block_kernel(
         True, WIDEN_BF16, tl.int32, HQ, HV, D, C, 16)                                  # sequence, never read)
     scale = _scale(scale, scale_ptr, SCALE_FROM_PTR, D)
     G = G64.to(tl.float32)
-    m = (scale * decay) * tl.dot(q, tl.trans(k))
-    qt = q.to(tl.float32) * (scale * tl.exp(G))[:, None]
+    m = _tf32((scale * decay) * tl.dot(q, tl.trans(k)))
+    qt = _tf32(q.to(tl.float32) * (scale * tl.exp(G))[:, None])
     T_d, N_off = _inverse_parts(k, beta, G64, seg, decay, NB, BT, C, D)
     k = k.to(tl.float32)
-    w = _solve(T_d, N_off, (beta * tl.exp(G))[:, None] * k, NB, BT, C, D)
+    w = _tf32(_solve(T_d, N_off, (beta * tl.exp(G))[:, None] * k, NB, BT, C, D))
     u = _solve(T_d, N_off, beta[:, None] * v.to(tl.float32), NB, BT, C, BV)
-    kt = tl.trans(k * tl.exp((G_end64 - G64).to(tl.float32))[:, None])
+    kt = _tf32(tl.trans(k * tl.exp((G_end64 - G64).to(tl.float32))[:, None]))
 
-    delta = tl.where(valid[:, None], u - tl.dot(w, h0, input_precision="tf32"), 0.0)
-    o = tl.dot(m, delta, tl.dot(qt, h0, input_precision="tf32"), input_precision="tf32")
+    h0_tf32 = _tf32(h0)
+    delta = _tf32(tl.where(valid[:, None], u - tl.dot(w, h0_tf32, input_precision="tf32"), 0.0))
+    o = tl.dot(m, delta, tl.dot(qt, h0_tf32, input_precision="tf32"), input_precision="tf32")
     tl.store(out_ptr + (i[:, None] * HV + head) * D + offs_v[None, :], o.to(out_ptr.dtype.element_ty),
              mask=valid[:, None])
     g_end = tl.max(tl.where(valid, G_end64.to(tl.float32), float("-inf")), axis=0)
@@ -283,8 +306,9 @@ def _state_pass_kernel(
 ):
     """One (sequence, value head, BV columns of V): the sequence's segments in order, with
     H = S^T [D, BV]:  Delta = U - W H;  O = Q~ H + M Delta;  H = exp(G_end) H + K~^T Delta.
-    OUTPUT: computes O here; else stores H (per segment: slot = block + sequence) and Delta
-    for `_output_kernel`. SINGLE: one sequence, tokens 0..T-1 (cu_seqlens not read)."""
+    OUTPUT: computes O here; else stores H (per segment: slot = block + sequence) and Delta,
+    both rounded to tf32, for `_output_kernel`. SINGLE: one sequence, tokens 0..T-1
+    (cu_seqlens not read)."""
     pid = tl.program_id(0)
     NV: tl.constexpr = D // BV
     v_tile = pid % NV
@@ -318,17 +342,18 @@ def _state_pass_kernel(
         kt = tl.load(kt_ptr + tile + offs_d[:, None] * C + i[None, :])
         u = tl.load(u_ptr + tile + i[:, None] * D + offs_v[None, :])
         g_end = tl.load(ge_ptr + block_hv * C + (tl.maximum(bos, start) - start))
-        delta = tl.where(mine[:, None], u - tl.dot(w, h, input_precision="tf32"), 0.0)
+        h_tf32 = _tf32(h)
+        delta = _tf32(tl.where(mine[:, None], u - tl.dot(w, h_tf32, input_precision="tf32"), 0.0))
         if OUTPUT:
             qt = tl.load(qt_ptr + tile + i[:, None] * D + offs_d[None, :])
             m = tl.load(m_ptr + block_hv * (C * C) + i[:, None] * C + i[None, :])
-            o = tl.dot(qt, h, input_precision="tf32")
+            o = tl.dot(qt, h_tf32, input_precision="tf32")
             o = tl.dot(m, delta, o, input_precision="tf32")
             tl.store(out_ptr + (rows[:, None] * HV + head) * D + offs_v[None, :], o.to(out_ptr.dtype.element_ty),
                      mask=mine[:, None])
         else:
             slot = ((first + blk + seq) * HV + head).to(IDX) * (D * D)
-            tl.store(hs_ptr + slot + offs_v[None, :] * D + offs_d[:, None], h)
+            tl.store(hs_ptr + slot + offs_v[None, :] * D + offs_d[:, None], h_tf32)
             tl.store(delta_ptr + tile + i[:, None] * D + offs_v[None, :], delta, mask=mine[:, None])
         h = h * tl.exp(g_end) + tl.dot(kt, delta, input_precision="tf32")
     tl.store(new_state_ptr + s_offs, h)
@@ -341,7 +366,8 @@ def _output_kernel(
     BV: tl.constexpr, BN: tl.constexpr,
 ):
     """One (block, value head, BV columns of V): O = Q~ H_seg + M Delta for every segment of
-    the block, H_seg being the state its sequence entered the block with (slot block + seq)."""
+    the block, H_seg being the state its sequence entered the block with (slot block + seq).
+    Every operand comes from the scratch already rounded to tf32."""
     block = tl.program_id(0)
     head = tl.program_id(1)
     v_tile = tl.program_id(2)
@@ -477,7 +503,6 @@ def _resolve_scale(scale, device):
     return (value if value != 0.0 else 1.0 / math.sqrt(HEAD_SIZE)), None
 
 
-_INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") == "1"
 _RUNTIME_KNOBS = getattr(getattr(triton, "knobs", None), "runtime", None)
 
 
