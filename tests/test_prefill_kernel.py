@@ -223,25 +223,34 @@ def test_tf32_operands_are_rounded_to_nearest(device, monkeypatch):
     assert torch.equal(got[-3:-1], torch.tensor([0.0, -0.0], dtype=torch.float64))
 
 
-def _count_launches(monkeypatch) -> list:
-    launches = []
-    for name in ("_launch_single", "_launch_prep", "_launch_state_pass", "_launch_output"):
-        real = getattr(sub, name)
-        monkeypatch.setattr(sub, name, lambda *args, _real=real, _name=name: (launches.append(_name), _real(*args)))
-    return launches
+def _record_launches(monkeypatch) -> list:
+    """Patches the launchers to log ("prepare", kernel) and ("launch", kernel) events."""
+    events = []
+    real = sub._Launcher.prepare
+
+    def prepare(self, *args):
+        launch = real(self, *args)
+        events.append(("prepare", self.fn.__name__))
+        return lambda: (events.append(("launch", self.fn.__name__)), launch())
+    monkeypatch.setattr(sub._Launcher, "prepare", prepare)
+    return events
 
 
-def test_at_most_three_launches(device, monkeypatch):
-    launches = _count_launches(monkeypatch)
+def test_at_most_three_launches_all_prepared_first(device, monkeypatch):
+    """1 to 3 kernels per call, every launch prepared before the first goes out (so the host
+    time between two kernels is one launch, see _Launcher)."""
+    events = _record_launches(monkeypatch)
+
+    def expect(*kernels):
+        assert events == [("prepare", k) for k in kernels] + [("launch", k) for k in kernels], events
+        events.clear()
     call_and_check([50, 3], True, "none", SEED + 500, device, "launch count")
-    assert launches == ["_launch_prep", "_launch_state_pass"], launches
-    launches.clear()
+    expect("_chunk_prep_kernel", "_state_pass_kernel")
     monkeypatch.setattr(sub, "LAUNCH_TABLE", ((1 << 62, *sub.LAUNCH_TABLE[0][1:4], 0, sub.LAUNCH_TABLE[0][5]),))
     call_and_check([50, 3], True, "none", SEED + 501, device, "launch count, output kernel")
-    assert launches == ["_launch_prep", "_launch_state_pass", "_launch_output"], launches
-    launches.clear()
+    expect("_chunk_prep_kernel", "_state_pass_kernel", "_output_kernel")
     call_and_check([29], True, "none", SEED + 502, device, "launch count, one block")
-    assert launches == ["_launch_single"], launches
+    expect("_single_block_kernel")
 
 
 @pytest.mark.parametrize("lengths", ([7], [32], [0]), ids=str)
