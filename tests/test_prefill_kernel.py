@@ -31,10 +31,9 @@ sub = load_module(PREFILL.submission_entry(), "gdn_prefill_submission")
 REGIMES = ("typical", "softplus_large", "softplus_negative", "beta_saturated", "repeated_keys")
 SCALES = ("none", "zero", "float", "tensor", "numpy")
 # new_state, normwise relative error per sequence: float32 arithmetic in the interpreter;
-# on a GPU the state pass multiplies in tf32 (10-bit mantissa, operands rounded to nearest:
-# up to 4.3e-4 seen on an H100 under the stress regimes below, 1.5e-3 when the tensor cores
-# truncated the operands instead).
-STATE_TOL = 1e-5 if DEVICE == "cpu" else 1e-3
+# on a GPU the products are tf32 (10-bit mantissa, operands rounded to nearest): up to
+# 1.05e-3 seen (H200, 63 tokens of saturated beta from a zero state).
+STATE_TOL = 1e-5 if DEVICE == "cpu" else 3e-3
 # On a GPU the output must pass the contest's check against the definition's float32
 # reference (worst margin <= 1; |err| <= max(atol, rtol |ref|), 1e-2 each), and against
 # float64 too: the bf16 rounding alone takes up to 0.39, and the tf32 products add an error
