@@ -55,6 +55,7 @@ def _random_calls(rng: random.Random, sequences: int) -> list[list[int]]:
 
 # (lengths, state given): fixed edges first, then random calls drawn from the run's seed.
 CALLS = [([1], True), ([32], True), ([33], False), ([64], True), ([200], True), ([0], True), ([0, 0, 5], False),
+         ([3, 0, 11, 18], True),
          ([31, 1, 0, 40], True), ([97, 2, 0, 0, 65], True)]
 CALLS += [(lengths, i % 3 != 2) for i, lengths in enumerate(_random_calls(random.Random(SEED), 100 - sum(len(c) for c, _ in CALLS)))]
 
@@ -245,6 +246,10 @@ def test_at_most_three_launches_all_prepared_first(device, monkeypatch):
         events.clear()
     call_and_check([50, 3], True, "none", SEED + 500, device, "launch count")
     expect("_chunk_prep_kernel", "_state_pass_kernel")
+    call_and_check([4, 0, 9, 10], True, "none", SEED + 503, device, "launch count, one block, four sequences")
+    expect("_single_block_kernel")
+    call_and_check([4, 0, 9, 10, 1], True, "none", SEED + 504, device, "launch count, one block, five sequences")
+    expect("_chunk_prep_kernel", "_state_pass_kernel")
     monkeypatch.setattr(sub, "LAUNCH_TABLE", ((1 << 62, *sub.LAUNCH_TABLE[0][1:4], 0, sub.LAUNCH_TABLE[0][5]),))
     call_and_check([50, 3], True, "none", SEED + 501, device, "launch count, output kernel")
     expect("_chunk_prep_kernel", "_state_pass_kernel", "_output_kernel")
@@ -252,12 +257,12 @@ def test_at_most_three_launches_all_prepared_first(device, monkeypatch):
     expect("_single_block_kernel")
 
 
-@pytest.mark.parametrize("lengths", ([7], [32], [0]), ids=str)
+@pytest.mark.parametrize("lengths", ([7], [32], [0], [3, 0, 20], [8, 8, 8, 8]), ids=str)
 def test_one_block_kernel_agrees_with_the_chunked_path(lengths, device, monkeypatch):
-    """One sequence that fits one block runs as one kernel; forced through the chunked
-    kernels it gives the same result up to float32 rounding."""
+    """A call that fits one block in at most SINGLE_BLOCK_MAX_SEQS sequences runs as one
+    kernel; forced through the chunked kernels it gives the same result up to float32 rounding."""
     fused = call_and_check(lengths, True, "float", SEED + 700, device, "one block")
-    monkeypatch.setattr(sub, "SINGLE_BLOCK", False)
+    monkeypatch.setattr(sub, "SINGLE_BLOCK_MAX_SEQS", 0)
     chunked = call_and_check(lengths, True, "float", SEED + 700, device, "one block, chunked path")
     torch.testing.assert_close(fused[1], chunked[1], rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(fused[0].float(), chunked[0].float(), rtol=2**-7, atol=1e-3)

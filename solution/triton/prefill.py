@@ -42,8 +42,8 @@ Kernels (C = 32):
    walk, stores each segment's H0 (slot block + sequence: unique, since a later sequence
    never starts in an earlier block) and Delta for
 3. `_output_kernel`, one program per (block, value head, V columns), in parallel.
-One sequence of at most C tokens skips the scratch: `_single_block_kernel` does all of it in
-one launch, one program per (value head, V columns).
+A call of at most C tokens in a few sequences skips the scratch: `_single_block_kernel` does
+all of it in one launch, one program per (value head, V columns, sequence).
 
 T = (I + A)^-1 without an unstable series: the 16x16 diagonal blocks A_d of A are nilpotent,
 so T_d = (I + A_d)^-1 = (I - A_d)(I + A_d^2)(I + A_d^4)(I + A_d^8), in exact float32; then
@@ -254,31 +254,39 @@ def _chunk_prep_kernel(
     tl.store(ge_ptr + block_hv * C + i, G_end64.to(tl.float32))
 
 
-@triton.jit(do_not_specialize=["T"])
+@triton.jit(do_not_specialize=["T", "N"])
 def _single_block_kernel(
-    q_ptr, k_ptr, v_ptr, state_ptr, A_log_ptr, a_ptr, dt_bias_ptr, b_ptr, out_ptr, new_state_ptr,
-    scale, scale_ptr, T,
-    HAS_STATE: tl.constexpr, SCALE_FROM_PTR: tl.constexpr, WIDEN_BF16: tl.constexpr, HQ: tl.constexpr,
-    HV: tl.constexpr, D: tl.constexpr, C: tl.constexpr, BT: tl.constexpr, BV: tl.constexpr,
+    q_ptr, k_ptr, v_ptr, state_ptr, A_log_ptr, a_ptr, dt_bias_ptr, b_ptr, cu_ptr, out_ptr, new_state_ptr,
+    scale, scale_ptr, T, N,
+    SINGLE: tl.constexpr, HAS_STATE: tl.constexpr, SCALE_FROM_PTR: tl.constexpr, WIDEN_BF16: tl.constexpr,
+    HQ: tl.constexpr, HV: tl.constexpr, D: tl.constexpr, C: tl.constexpr, BT: tl.constexpr, BN: tl.constexpr,
+    BV: tl.constexpr,
 ):
-    """A whole call of one sequence of T <= C tokens, in one launch: one program per (value
-    head, BV columns of V) does the block's setup itself, then Delta = U - W H0,
-    O = Q~ H0 + M Delta and H = exp(G_end) H0 + K~^T Delta (H = S^T)."""
+    """A whole call whose T <= C tokens fit one block, in one launch: one program per (value
+    head, BV columns of V, sequence) does the whole block's setup itself (its segments are
+    independent), then for its own sequence's rows Delta = U - W H0, O = Q~ H0 + M Delta and
+    H = exp(G_end) H0 + K~^T Delta (H = S^T). SINGLE: one sequence (cu_seqlens not read)."""
     head = tl.program_id(0)
     v_tile = tl.program_id(1)
+    seq = tl.program_id(2)
     NB: tl.constexpr = C // BT
     i = tl.arange(0, C)
     offs_d = tl.arange(0, D)
     offs_v = v_tile * BV + tl.arange(0, BV)
     v = tl.load(v_ptr + (i[:, None] * HV + head) * D + offs_v[None, :], mask=i[:, None] < T, other=0.0)
-    s_offs = (head * D + offs_v[None, :]) * D + offs_d[:, None]
+    s_offs = ((seq * HV + head) * D + offs_v[None, :]) * D + offs_d[:, None]
+    if SINGLE:
+        length = T
+    else:
+        length = tl.load(cu_ptr + seq + 1) - tl.load(cu_ptr + seq)
     if HAS_STATE:
-        h0 = tl.where(T > 0, tl.load(state_ptr + s_offs), 0.0)  # an empty sequence ends at zero
+        h0 = tl.where(length > 0, tl.load(state_ptr + s_offs), 0.0)  # an empty sequence ends at zero
     else:
         h0 = tl.zeros([D, BV], dtype=tl.float32)
     rows, valid, seg, k, q, beta, G64, G_end64, decay = _block_setup(
-        q_ptr, k_ptr, A_log_ptr, a_ptr, dt_bias_ptr, b_ptr, A_log_ptr, 0, head, T, 1,  # (no cu_seqlens: one
-        True, WIDEN_BF16, tl.int32, HQ, HV, D, C, 16)                                  # sequence, never read)
+        q_ptr, k_ptr, A_log_ptr, a_ptr, dt_bias_ptr, b_ptr, cu_ptr, 0, head, T, N,
+        SINGLE, WIDEN_BF16, tl.int32, HQ, HV, D, C, BN)
+    mine = valid & (seg == seq)
     scale = _scale(scale, scale_ptr, SCALE_FROM_PTR, D)
     G = G64.to(tl.float32)
     m = _tf32((scale * decay) * tl.dot(q, tl.trans(k)))
@@ -290,11 +298,11 @@ def _single_block_kernel(
     kt = _tf32(tl.trans(k * tl.exp((G_end64 - G64).to(tl.float32))[:, None]))
 
     h0_tf32 = _tf32(h0)
-    delta = _tf32(tl.where(valid[:, None], u - tl.dot(w, h0_tf32, input_precision="tf32"), 0.0))
+    delta = _tf32(tl.where(mine[:, None], u - tl.dot(w, h0_tf32, input_precision="tf32"), 0.0))
     o = tl.dot(m, delta, tl.dot(qt, h0_tf32, input_precision="tf32"), input_precision="tf32")
     tl.store(out_ptr + (i[:, None] * HV + head) * D + offs_v[None, :], o.to(out_ptr.dtype.element_ty),
-             mask=valid[:, None])
-    g_end = tl.max(tl.where(valid, G_end64.to(tl.float32), float("-inf")), axis=0)
+             mask=mine[:, None])
+    g_end = tl.max(tl.where(mine, G_end64.to(tl.float32), float("-inf")), axis=0)
     tl.store(new_state_ptr + s_offs, h0 * tl.exp(g_end) + tl.dot(kt, delta, input_precision="tf32"))
 
 
@@ -411,10 +419,10 @@ _SEQ_BLOCK = 64  # sequence ends compared per step when locating a token's seque
 CHUNK = 32  # tokens per block (C)
 _PREP_WARPS = 4
 _OUTPUT_WARPS = 4
-# One sequence of T <= CHUNK tokens runs as one kernel (`_single_block_kernel`), with this
-# many columns of V per program; on an H200 10 µs against 15 µs for the chunked kernels.
-SINGLE_BLOCK = True
-_SINGLE_BLOCK_V = 16
+# A call of T <= CHUNK tokens in at most this many sequences runs as one kernel
+# (`_single_block_kernel`; 0 turns it off): for one sequence 10 µs against 15 µs for the
+# chunked kernels on an H200.
+SINGLE_BLOCK_MAX_SEQS = 4
 _SINGLE_BLOCK_WARPS = 4
 # State pass by number of sequences N: (largest N it applies to, BV columns of V per program,
 # warps, software-pipelining stages, smallest T from which the output gets a kernel of its
@@ -446,6 +454,13 @@ def _launch_config(total, num_seqs, device):
     if state_warps < warps:
         block_v = min(block_v, 16)
     return block_v, state_warps, stages, out_block_v if total >= split_from else 0
+
+
+def _single_block_v(num_seqs, device):
+    """Columns of V per program of the one-kernel path: 16 for one sequence, 32 for several
+    (fewer programs, each repeating the block's setup), 16 where the state kernels run with
+    2 warps (sm_100, see _state_warps)."""
+    return 16 if num_seqs == 1 or _state_warps(_SINGLE_BLOCK_WARPS, device) < _SINGLE_BLOCK_WARPS else 32
 
 
 def _expected(total, num_seqs):
@@ -581,13 +596,15 @@ def kernel(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_
         return
     single = num_seqs == 1
     scale_ptr = A_log if scale_tensor is None else scale_tensor  # unused unless read in-kernel
-    if SINGLE_BLOCK and single and total <= CHUNK:
+    if total <= CHUNK and num_seqs <= SINGLE_BLOCK_MAX_SEQS:
+        block_v = _single_block_v(num_seqs, device)
         _launch_single.prepare(
-            (NUM_V_HEADS, HEAD_SIZE // _SINGLE_BLOCK_V, 1),
-            (q, k, v, state if state is not None else new_state, A_log, a, dt_bias, b, output, new_state,
-             scale_value, scale_ptr, total),
-            dict(HAS_STATE=state is not None, SCALE_FROM_PTR=scale_tensor is not None, WIDEN_BF16=_INTERPRETED,
-                 HQ=NUM_Q_HEADS, HV=NUM_V_HEADS, D=HEAD_SIZE, C=CHUNK, BT=SUB, BV=_SINGLE_BLOCK_V),
+            (NUM_V_HEADS, HEAD_SIZE // block_v, num_seqs),
+            (q, k, v, state if state is not None else new_state, A_log, a, dt_bias, b, cu_seqlens, output, new_state,
+             scale_value, scale_ptr, total, num_seqs),
+            dict(SINGLE=single, HAS_STATE=state is not None, SCALE_FROM_PTR=scale_tensor is not None,
+                 WIDEN_BF16=_INTERPRETED, HQ=NUM_Q_HEADS, HV=NUM_V_HEADS, D=HEAD_SIZE, C=CHUNK, BT=SUB, BN=_SEQ_BLOCK,
+                 BV=block_v),
             _state_warps(_SINGLE_BLOCK_WARPS, device), device)()
         return
     block_v, warps, stages, out_block_v = _launch_config(total, num_seqs, device)
