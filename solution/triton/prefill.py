@@ -456,11 +456,12 @@ def _launch_config(total, num_seqs, device):
     return block_v, state_warps, stages, out_block_v if total >= split_from else 0
 
 
-def _single_block_v(num_seqs, device):
-    """Columns of V per program of the one-kernel path: 16 for one sequence, 32 for several
-    (fewer programs, each repeating the block's setup), 16 where the state kernels run with
-    2 warps (sm_100, see _state_warps)."""
-    return 16 if num_seqs == 1 or _state_warps(_SINGLE_BLOCK_WARPS, device) < _SINGLE_BLOCK_WARPS else 32
+def _single_block_config(num_seqs, device):
+    """(BV, warps) of the one-kernel path: BV 16 for one sequence, 32 for several (fewer
+    programs, each repeating the block's setup), 16 where the state kernels run with fewer
+    warps (sm_100, see _state_warps)."""
+    warps = _state_warps(_SINGLE_BLOCK_WARPS, device)
+    return (16 if num_seqs == 1 or warps < _SINGLE_BLOCK_WARPS else 32), warps
 
 
 def _expected(total, num_seqs):
@@ -597,7 +598,7 @@ def kernel(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_
     single = num_seqs == 1
     scale_ptr = A_log if scale_tensor is None else scale_tensor  # unused unless read in-kernel
     if total <= CHUNK and num_seqs <= SINGLE_BLOCK_MAX_SEQS:
-        block_v = _single_block_v(num_seqs, device)
+        block_v, warps = _single_block_config(num_seqs, device)
         _launch_single.prepare(
             (NUM_V_HEADS, HEAD_SIZE // block_v, num_seqs),
             (q, k, v, state if state is not None else new_state, A_log, a, dt_bias, b, cu_seqlens, output, new_state,
@@ -605,7 +606,7 @@ def kernel(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_
             dict(SINGLE=single, HAS_STATE=state is not None, SCALE_FROM_PTR=scale_tensor is not None,
                  WIDEN_BF16=_INTERPRETED, HQ=NUM_Q_HEADS, HV=NUM_V_HEADS, D=HEAD_SIZE, C=CHUNK, BT=SUB, BN=_SEQ_BLOCK,
                  BV=block_v),
-            _state_warps(_SINGLE_BLOCK_WARPS, device), device)()
+            warps, device)()
         return
     block_v, warps, stages, out_block_v = _launch_config(total, num_seqs, device)
     hv, d, chunk = NUM_V_HEADS, HEAD_SIZE, CHUNK
