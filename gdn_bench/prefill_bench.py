@@ -1,13 +1,18 @@
 """Kernel-level prefill benchmark on a GPU, outside flashinfer-bench's workload loop
 (scripts/bench_prefill.py).
 
-Over a grid of total_seq_len T × num_seqs N (N <= T; lengths split evenly, the first
-T mod N sequences one token longer), on model-like inputs (unit-norm keys, the rest N(0, 1),
-gdn_bench.prefill_mix.model_like_inputs): the CUPTI cold-L2 kernel time of the submission
-(solution/triton/prefill.py) and, where they run, of fi-baseline and fla-chunk; the
-speedups FI / ours and FLA / ours; whether two calls of ours on the same inputs give
-bit-identical outputs; and ours' worst margin (gdn_bench.checking.worst_margin, over both
-outputs) against the float64 reference and against the definition's float32 reference.
+Per call shape (sequence lengths: DEFAULT_SHAPES, a grid of total_seq_len T × num_seqs N split
+evenly with the first T mod N sequences one token longer, or explicit lengths such as
+[1, 8191]), on model-like inputs (unit-norm keys, the rest N(0, 1),
+gdn_bench.prefill_mix.model_like_inputs), for the submission (solution/triton/prefill.py) and,
+where they run, fi-baseline and fla-chunk, side by side in one process, three times
+(gdn_bench.timing): `<impl>_us`, the contest's measure (CUPTI span of a call, cold L2);
+`<impl>_ksum_us`, the sum of that call's kernel durations; `<impl>_graph_us`, one replay of the
+call captured in a CUDA graph (warm L2), the GPU work with no host gaps (absent where the call
+cannot be captured). Also the speedups FI / ours and FLA / ours on the span (`x_<impl>`) and
+on graph replay (`xg_<impl>`); whether two calls of ours on the same inputs give bit-identical
+outputs; and ours' worst margin (gdn_bench.checking.worst_margin, over both outputs) against
+the float64 reference and against the definition's float32 reference.
 
 Variants: each `--config NAME=VALUE,...` loads prefill.py afresh and sets those module-level
 names before timing it (say, a chunk size or a warp count the module reads at launch), so
@@ -27,16 +32,26 @@ from gdn_bench.prefill_mix import model_like_inputs
 from gdn_bench.reference_prefill import gdn_prefill, run
 from gdn_bench.roles import BASELINE
 from gdn_bench.signature import empty_outputs
-from gdn_bench.timing import kernel_time_us
+from gdn_bench.timing import graph_replay_us, kernel_times_us
 
 SEQ_LENS = (6, 64, 300, 1024, 4096, 8192)
 NUM_SEQS = (1, 4, 32)
 BASELINES = {BASELINE: "FI", LIBRARY: "FLA"}
+# Short calls (T <= 300, N <= 4), the long single sequences, full batches and a lopsided one.
+DEFAULT_SHAPES = (
+    (6, 1), (6, 4), (64, 1), (64, 4), (300, 1), (300, 4), (1024, 1), (1024, 4), (4096, 1), (8192, 1),
+    (8192, 16), (8192, 57), (16384, 1), (1, 8191),
+)
 
 
 def grid(seq_lens, num_seqs) -> list[tuple[int, int]]:
     """(T, N) pairs with N <= T, in the given orders."""
     return [(t, n) for t in seq_lens for n in num_seqs if n <= t]
+
+
+def default_shapes() -> list[list[int]]:
+    """DEFAULT_SHAPES as sequence lengths: (T, N) split evenly; (1, 8191) is a pair of lengths."""
+    return [[1, 8191] if shape == (1, 8191) else even_lengths(*shape) for shape in DEFAULT_SHAPES]
 
 
 def even_lengths(total: int, count: int) -> list[int]:
@@ -45,7 +60,7 @@ def even_lengths(total: int, count: int) -> list[int]:
 
 
 def parse_config(text: str) -> dict:
-    """'CHUNK=32,STATE_WARPS=2' -> {'CHUNK': 32, 'STATE_WARPS': 2} (values are Python literals)."""
+    """'CHUNK=32,PREP_WARPS=8' -> {'CHUNK': 32, 'PREP_WARPS': 8} (values are Python literals)."""
     config = {}
     for item in text.split(","):
         name, sep, value = item.partition("=")
@@ -89,41 +104,58 @@ def _margin(outputs, reference) -> float:
     return max(worst_margin(got, want) for got, want in zip(outputs, reference))
 
 
+def _times(fn) -> dict:
+    """us, ksum_us and, where `fn` can be captured in a CUDA graph, graph_us (see module docstring)."""
+    span, total = kernel_times_us(fn)
+    times = {"us": span, "ksum_us": total}
+    try:
+        times["graph_us"] = graph_replay_us(fn)
+    except RuntimeError:  # a host synchronization inside the call: no graph
+        torch.cuda.synchronize()
+    return times
+
+
 def bench(shapes, configs=({},), seed: int = 0) -> list[dict]:
-    """One row per (T, N, variant of ours): see the module docstring. Times in µs."""
+    """One row per (call shape, variant of ours): see the module docstring. `shapes` are
+    lists of sequence lengths. Times in µs."""
     variants = [(variant_label(c), load_variant(c, i)) for i, c in enumerate(configs)]
     baselines = _baselines()
     definition = PREFILL.build_definition()
     rows = []
-    for total, num_seqs in tqdm(shapes, desc="bench_prefill", unit="shape"):
+    for lengths in tqdm(shapes, desc="bench_prefill", unit="shape"):
+        total, num_seqs = sum(lengths), len(lengths)
         gen = torch.Generator(device="cuda").manual_seed(seed)
-        inputs = model_like_inputs(even_lengths(total, num_seqs), gen, "cuda")
+        inputs = model_like_inputs(list(lengths), gen, "cuda")
         args = tuple(inputs.values())
         ref64 = gdn_prefill(*args, compute_dtype=torch.float64)
         ref32 = run(*args)  # the definition's reference, in the definition's dtypes
-        base_us = {name: kernel_time_us(lambda r=runnable: r(*args)) for name, runnable in baselines.items()}
+        base = {name: _times(lambda r=runnable: r(*args)) for name, runnable in baselines.items()}
         for label, module in variants:
             first, second = _outputs(definition, total, num_seqs), _outputs(definition, total, num_seqs)
             module.kernel(*args, *first)
             module.kernel(*args, *second)
             torch.cuda.synchronize()
-            row = {
-                "T": total, "N": num_seqs, "variant": label,
-                "ours_us": kernel_time_us(lambda m=module, out=second: m.kernel(*args, *out)),
-                "deterministic": all(torch.equal(a, b) for a, b in zip(first, second)),
-                "margin_f64": _margin(first, ref64), "margin_f32": _margin(first, ref32),
-            }
-            for name, us in base_us.items():
-                row[f"{name}_us"] = us
-                row[f"x_{name}"] = us / row["ours_us"]
+            row = {"T": total, "N": num_seqs, "lengths": list(lengths), "variant": label,
+                   **{f"ours_{key}": value for key, value in _times(lambda m=module, out=second: m.kernel(*args, *out)).items()},
+                   "deterministic": all(torch.equal(a, b) for a, b in zip(first, second)),
+                   "margin_f64": _margin(first, ref64), "margin_f32": _margin(first, ref32)}
+            for name, times in base.items():
+                row.update({f"{name}_{key}": value for key, value in times.items()})
+                row[f"x_{name}"] = times["us"] / row["ours_us"]
+                if "graph_us" in times and "ours_graph_us" in row:
+                    row[f"xg_{name}"] = times["graph_us"] / row["ours_graph_us"]
             rows.append(row)
     return rows
 
 
 COLUMNS = (("T", "T", "d"), ("N", "N", "d"), ("variant", "variant", "s"), ("ours µs", "ours_us", ".1f"),
-           ("FI µs", f"{BASELINE}_us", ".1f"), ("FLA µs", f"{LIBRARY}_us", ".1f"), ("×FI", f"x_{BASELINE}", ".2f"),
-           ("×FLA", f"x_{LIBRARY}", ".2f"), ("det", "deterministic", "s"), ("margin f64", "margin_f64", ".3f"),
-           ("margin f32", "margin_f32", ".3f"))
+           ("graph", "ours_graph_us", ".1f"), ("ksum", "ours_ksum_us", ".1f"),
+           ("FI µs", f"{BASELINE}_us", ".1f"), ("FI graph", f"{BASELINE}_graph_us", ".1f"),
+           ("FI ksum", f"{BASELINE}_ksum_us", ".1f"),
+           ("FLA µs", f"{LIBRARY}_us", ".1f"), ("FLA graph", f"{LIBRARY}_graph_us", ".1f"),
+           ("FLA ksum", f"{LIBRARY}_ksum_us", ".1f"), ("×FI", f"x_{BASELINE}", ".2f"),
+           ("×FI graph", f"xg_{BASELINE}", ".2f"), ("×FLA graph", f"xg_{LIBRARY}", ".2f"),
+           ("det", "deterministic", "s"), ("margin f64", "margin_f64", ".3f"), ("margin f32", "margin_f32", ".3f"))
 
 
 def format_rows(rows: list[dict]) -> str:

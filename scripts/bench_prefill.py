@@ -1,8 +1,12 @@
 """Kernel-level prefill table: the submission (solution/triton/prefill.py) against fi-baseline
-and fla-chunk over total_seq_len × num_seqs, with determinism and worst margins (CUPTI, cold L2,
-median; gdn_bench/prefill_bench.py says what each column is). Needs a GPU.
+and fla-chunk, side by side, per call shape: CUPTI span (cold L2, the contest's measure), kernel
+sum and CUDA-graph replay, with determinism and worst margins (gdn_bench/prefill_bench.py says
+what each column is). Needs a GPU.
 
-    python scripts/bench_prefill.py [--seq-lens 6,64,...] [--num-seqs 1,4,32] [--config NAME=VALUE,...]... [--out DIR]
+    python scripts/bench_prefill.py                       # the default shapes (DEFAULT_SHAPES)
+    python scripts/bench_prefill.py --seq-lens 6,64 --num-seqs 1,4   # a T x N grid, split evenly
+    python scripts/bench_prefill.py --lengths 1,8191 --lengths 8192  # explicit lengths per call
+    python scripts/bench_prefill.py --config NAME=VALUE,...  # also a variant of prefill.py
 
 Each --config times another variant of prefill.py with those module-level names set. Writes
 bench_prefill.json and bench_prefill.txt under --out (default results/bench_prefill).
@@ -17,7 +21,7 @@ import torch
 from gdn_bench.arguments import add_root_argument, chosen_project, output_folder, positive_ints
 from gdn_bench.definitions.prefill import PREFILL
 from gdn_bench.paths import checkout_of
-from gdn_bench.prefill_bench import NUM_SEQS, SEQ_LENS, bench, format_rows, grid, parse_config
+from gdn_bench.prefill_bench import NUM_SEQS, SEQ_LENS, bench, default_shapes, even_lengths, format_rows, grid, parse_config
 
 
 def _config(text: str) -> dict:
@@ -27,10 +31,22 @@ def _config(text: str) -> dict:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def _shapes(args) -> list[list[int]]:
+    """The calls to time: --lengths, then the --seq-lens x --num-seqs grid; the default shapes if neither."""
+    shapes = list(args.lengths)
+    if args.seq_lens or args.num_seqs:
+        shapes += [even_lengths(t, n) for t, n in grid(args.seq_lens or SEQ_LENS, args.num_seqs or NUM_SEQS)]
+    return shapes or default_shapes()
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seq-lens", type=positive_ints, default=list(SEQ_LENS), help="total_seq_len values")
-    parser.add_argument("--num-seqs", type=positive_ints, default=list(NUM_SEQS), help="num_seqs values")
+    parser.add_argument("--seq-lens", type=positive_ints,
+                        help=f"total_seq_len values of a T x N grid (default with --num-seqs: {','.join(map(str, SEQ_LENS))})")
+    parser.add_argument("--num-seqs", type=positive_ints,
+                        help=f"num_seqs values of a T x N grid (default with --seq-lens: {','.join(map(str, NUM_SEQS))})")
+    parser.add_argument("--lengths", type=positive_ints, action="append", default=[],
+                        help="one call's sequence lengths, e.g. 1,8191 (repeatable)")
     parser.add_argument("--config", type=_config, action="append", default=[],
                         help="a variant of ours: module-level NAME=VALUE[,NAME=VALUE...] (repeatable)")
     parser.add_argument("--out", type=output_folder, default="results/bench_prefill", help="output folder")
@@ -44,13 +60,14 @@ def main(argv=None) -> int:
         print(f"bench_prefill: error: {PREFILL.submission_entry()} does not exist yet", file=sys.stderr)
         return 2
     try:
-        rows = bench(grid(args.seq_lens, args.num_seqs), [{}] + args.config)
+        rows = bench(_shapes(args), [{}] + args.config)
     except ValueError as e:
         print(f"bench_prefill: error: {e}", file=sys.stderr)
         return 2
     gpu = torch.cuda.get_device_name()
     table = format_rows(rows)
-    print(f"GPU: {gpu}; µs: CUPTI, cold L2, median; ×FI = FI / ours; margin: worst |err| / max(atol, rtol·|ref|)")
+    print(f"GPU: {gpu}; µs: CUPTI span, cold L2, median; graph: CUDA-graph replay, warm L2, median; ksum: sum of the "
+          "call's kernel times; ×FI = FI / ours (span), ×FI graph on graph replay; margin: worst |err| / max(atol, rtol·|ref|)")
     print(table)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "bench_prefill.json").write_text(json.dumps({"gpu": gpu, "rows": rows}, indent=2))

@@ -46,11 +46,18 @@ def test_variants_set_existing_module_names_only(tmp_path, monkeypatch):
 def test_table_marks_what_was_not_measured():
     rows = [{"T": 6, "N": 1, "variant": "ours", "ours_us": 9.0, "fi-baseline_us": 300.0, "x_fi-baseline": 33.3,
              "deterministic": True, "margin_f64": 0.1, "margin_f32": 0.05},
-            {"T": 6, "N": 1, "variant": "ours[CHUNK=16]", "ours_us": 8.0, "deterministic": False,
-             "margin_f64": 0.2, "margin_f32": 0.1}]
+            {"T": 6, "N": 1, "variant": "ours[CHUNK=16]", "ours_us": 8.0, "ours_graph_us": 7.0, "ours_ksum_us": 6.0,
+             "deterministic": False, "margin_f64": 0.2, "margin_f32": 0.1}]
     lines = prefill_bench.format_rows(rows).splitlines()
-    assert len(lines) == 3 and "×FI" in lines[0] and "33.30" in lines[1] and " yes" in lines[1]
-    assert lines[2].split()[4:8] == ["-", "-", "-", "-"] and " NO" in lines[2]
+    assert len(lines) == 3 and "×FI" in lines[0] and "FI graph" in lines[0] and "33.30" in lines[1] and " yes" in lines[1]
+    assert lines[1].split()[4:6] == ["-", "-"]
+    assert lines[2].split()[3:6] == ["8.0", "7.0", "6.0"] and lines[2].split()[6:15] == ["-"] * 9 and " NO" in lines[2]
+
+
+def test_default_shapes_are_lengths():
+    shapes = prefill_bench.default_shapes()
+    assert [1, 8191] in shapes and [8192] in shapes and [512] * 16 in shapes
+    assert all(sum(s) == t and len(s) == n for s, (t, n) in zip(shapes, prefill_bench.DEFAULT_SHAPES) if s != [1, 8191])
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal without a GPU")
