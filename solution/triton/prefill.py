@@ -31,19 +31,29 @@ products per segment: Delta = U - W H0, O = Q~ H0 + M Delta, H_L = exp(G_L) H0 +
 All log-decays are differences G_i - G_j <= 0 taken before exp, so long or strong decays
 underflow to 0, never to NaN.
 
+Spans. A block's map of the state is affine, H_L = P_c H0 + N_c with P_c = exp(G_L) I - K~^T W
+(K x K) and N_c = K~^T U, so a run of blocks maps it affinely too: the sequence's blocks, from
+the one holding its first token, are cut into spans of S blocks, and for span j (but the
+last) P_j and N_j come from walking the span's blocks from the identity and from zero, in
+parallel for every span. Then the states entering the spans follow one after another,
+H_{j+1} = P_j H_j + N_j (the first from the sequence's own state), one product per span; and
+every span's outputs are computed in parallel from its entering state.
+
 Kernels (C = 32):
 1. `_chunk_prep_kernel`, one program per (block, value head), all in parallel: gates,
-   G (segmented scans), A, T, and the operands W, U, Q~, K~^T, M of the state pass, written
-   as contiguous float32 tiles of a block-major scratch buffer.
-2. `_state_pass_kernel`, one program per (sequence, value head, BV columns of V): walks
-   its sequence's segments in order; the state stays in float32 registers, products in tf32
-   (operands rounded to nearest first, see _tf32).
-   It also computes the output, or, for long sequences where that lengthens the sequential
-   walk, stores each segment's H0 (slot block + sequence: unique, since a later sequence
-   never starts in an earlier block) and Delta for
-3. `_output_kernel`, one program per (block, value head, V columns), in parallel.
-A call of at most C tokens in a few sequences skips the scratch: `_single_block_kernel` does
-all of it in one launch, one program per (value head, V columns, sequence).
+   G (segmented scans), A, T, and the operands W, Q~, K~^T, M and Tb = T diag(beta) (so
+   that U = Tb V), written as contiguous float32 tiles of a block-major scratch buffer.
+2. `_span_summary_kernel`, with spans only, one program per (sequence, span, value head,
+   BV of the 2D columns of [N | P]): each span's map.
+3. `_span_fixup_kernel`, with spans only, one program per (sequence, value head, BV columns
+   of V): the states entering the spans, in order.
+4. `_span_pass_kernel`, one program per (sequence, span, value head, BV columns of V): the
+   span's outputs and, for the last span, new_state. Without spans (short calls, short
+   sequences on average, many sequences: _span_plan) it walks the whole sequence.
+The walks (_walk) keep the state in float32 registers and multiply in tf32 (operands rounded
+to nearest first, see _tf32). A call of at most C tokens in a few sequences skips the
+scratch: `_single_block_kernel` does all of it in one launch, one program per (value head,
+V columns, sequence).
 
 T = (I + A)^-1 without an unstable series: the 16x16 diagonal blocks A_d of A are nilpotent,
 so T_d = (I + A_d)^-1 = (I - A_d)(I + A_d^2)(I + A_d^4)(I + A_d^8), in exact float32; then
@@ -59,6 +69,7 @@ standard library are imported: the evaluator has nothing else.
 import math
 import numbers
 import os
+from typing import NamedTuple
 
 import torch
 import triton
@@ -131,8 +142,8 @@ def _segment_of(cu_ptr, N, rows, BN: tl.constexpr):
 @triton.jit
 def _block_setup(
     q_ptr, k_ptr, A_log_ptr, a_ptr, dt_bias_ptr, b_ptr, cu_ptr, start, head, T, N,
-    SINGLE: tl.constexpr, WIDEN_BF16: tl.constexpr, IDX: tl.constexpr, HQ: tl.constexpr, HV: tl.constexpr,
-    D: tl.constexpr, C: tl.constexpr, BN: tl.constexpr,
+    SINGLE: tl.constexpr, WIDEN_BF16: tl.constexpr, HQ: tl.constexpr, HV: tl.constexpr, D: tl.constexpr,
+    C: tl.constexpr, BN: tl.constexpr,
 ):
     """Loads and gates of the block of C tokens from `start` for one value head.
 
@@ -180,8 +191,7 @@ def _inverse_parts(k, beta, G, seg, decay, NB: tl.constexpr, BT: tl.constexpr, C
     T_d [NB, BT, BT]: the inverses of the BT x BT diagonal blocks of I + A, each
     (I - A_d)(I + A_d^2)(I + A_d^4)(I + A_d^8) as A_d^16 = 0, in exact float32.
     N [C, C] = T_d A_off, A_off the strictly block-lower part of A: (I + A)^-1 =
-    (I + N)^-1 T_d with N^NB = 0 (see _solve). Both come rounded to tf32 (see _tf32): they
-    are only ever operands of tf32 products."""
+    (I + N)^-1 T_d with N^NB = 0 (see _solve and _inverse). Both in float32."""
     tl.static_assert(BT == 16)
     i = tl.arange(0, C)
     r = tl.arange(0, BT)
@@ -198,60 +208,70 @@ def _inverse_parts(k, beta, G, seg, decay, NB: tl.constexpr, BT: tl.constexpr, C
         power = tl.dot(power, power, input_precision="ieee")
         T_d += tl.dot(T_d, power, input_precision="ieee")
     N_off = tl.reshape(tl.dot(T_d, tl.reshape(A_off, (NB, BT, C)), input_precision="ieee"), (C, C))
-    return _tf32(T_d), _tf32(N_off)
+    return T_d, N_off
+
+
+@triton.jit
+def _inverse(T_d, N_off, NB: tl.constexpr, BT: tl.constexpr, C: tl.constexpr):
+    """(I + A)^-1 = (I + N)^-1 T_d as one [C, C] matrix, sum_m (-N)^m T_d by Horner, in
+    float32 (T_d placed on the diagonal blocks of a [C, C] zero)."""
+    nb = tl.arange(0, NB)
+    diagonal = nb[:, None, None, None] == nb[None, None, :, None]
+    full = tl.reshape(tl.where(diagonal, tl.reshape(T_d, (NB, BT, 1, BT)), 0.0), (C, C))
+    z = full
+    for _ in tl.static_range(NB - 1):
+        z = full - tl.dot(N_off, z, input_precision="ieee")
+    return z
 
 
 @triton.jit
 def _solve(T_d, N_off, x, NB: tl.constexpr, BT: tl.constexpr, C: tl.constexpr, W: tl.constexpr):
     """(I + A)^-1 x for x [C, W] float32: y = T_d x, then Horner over the powers of N,
-    sum_m (-N)^m y = y - N (y - N (y - ...))."""
-    y = tl.reshape(tl.dot(T_d, tl.reshape(_tf32(x), (NB, BT, W)), input_precision="tf32"), (C, W))
+    sum_m (-N)^m y = y - N (y - N (y - ...)); T_d and N_off rounded to tf32 (see _tf32)."""
+    y = tl.reshape(tl.dot(_tf32(T_d), tl.reshape(_tf32(x), (NB, BT, W)), input_precision="tf32"), (C, W))
     z = y
     for _ in tl.static_range(NB - 1):
-        z = y - tl.dot(N_off, _tf32(z), input_precision="tf32")
+        z = y - tl.dot(_tf32(N_off), _tf32(z), input_precision="tf32")
     return z
 
 
 @triton.jit(do_not_specialize=["T", "N"])
 def _chunk_prep_kernel(
-    q_ptr, k_ptr, v_ptr, A_log_ptr, a_ptr, dt_bias_ptr, b_ptr, cu_ptr,
-    w_ptr, kt_ptr, qt_ptr, u_ptr, m_ptr, ge_ptr, scale, scale_ptr, T, N,
+    q_ptr, k_ptr, A_log_ptr, a_ptr, dt_bias_ptr, b_ptr, cu_ptr, tb_ptr, m_ptr, w_ptr, kt_ptr, qt_ptr, ge_ptr, scale,
+    scale_ptr, T, N,
     SINGLE: tl.constexpr, SCALE_FROM_PTR: tl.constexpr, WIDEN_BF16: tl.constexpr, IDX: tl.constexpr,
     HQ: tl.constexpr, HV: tl.constexpr, D: tl.constexpr, C: tl.constexpr, BT: tl.constexpr, BN: tl.constexpr,
 ):
-    """One block of C tokens for one value head. Writes, as contiguous tiles of block-major
-    scratch, the state pass's matrix operands: W, U, Q~ = scale exp(G) * Q [C, D], K~^T =
-    (exp(G_end - G) * K)^T [D, C] and M [C, C] (all but U rounded to tf32: they are only
-    operands of tf32 products), plus G_end (G at the last token of each token's segment).
-    Rows past T come out zero. SINGLE: one sequence (no search).
-    WIDEN_BF16: take the bf16 products in float32 (Triton's interpreter computes bf16 tl.dot
-    wrongly); the products are exact either way."""
+    """One block of C tokens for one value head: every operand of the walks (_walk) but U,
+    which they make from v (so the prep solves one system, not two, and writes no [C, D] tile
+    per V column). Writes, as contiguous tiles of block-major scratch, Tb = (I + A)^-1 diag(beta)
+    and M [C, C], W = Tb (e^G k) and Q~ = scale e^G q [C, D], K~^T = (e^(G_end - G) k)^T [D, C]
+    (all rounded to tf32: they are only operands of tf32 products), and e^G_end (G_end: G at
+    the last token of each row's segment). SINGLE: one sequence (no search). WIDEN_BF16: take the bf16 products in float32 (Triton's
+    interpreter computes bf16 tl.dot wrongly); they are exact either way."""
     block = tl.program_id(0)
     head = tl.program_id(1)
     NB: tl.constexpr = C // BT
     i = tl.arange(0, C)
-    offs_d = tl.arange(0, D)
-    v_rows = block.to(IDX) * C + i
-    v = tl.load(v_ptr + (v_rows[:, None] * HV + head) * D + offs_d[None, :], mask=v_rows[:, None] < T, other=0.0)
     rows, valid, seg, k, q, beta, G64, G_end64, decay = _block_setup(
         q_ptr, k_ptr, A_log_ptr, a_ptr, dt_bias_ptr, b_ptr, cu_ptr, block.to(IDX) * C, head, T, N,
-        SINGLE, WIDEN_BF16, IDX, HQ, HV, D, C, BN)
+        SINGLE, WIDEN_BF16, HQ, HV, D, C, BN)
     scale = _scale(scale, scale_ptr, SCALE_FROM_PTR, D)
-    G = G64.to(tl.float32)
     block_hv = block.to(IDX) * HV + head
-    tile = block_hv * (C * D)
-    row_major = i[:, None] * D + offs_d[None, :]
-
-    # M and Q~ first, so q is dead before the solve.
-    tl.store(m_ptr + block_hv * (C * C) + i[:, None] * C + i[None, :], _tf32((scale * decay) * tl.dot(q, tl.trans(k))))
-    tl.store(qt_ptr + tile + row_major, _tf32(q.to(tl.float32) * (scale * tl.exp(G))[:, None]))
+    square = block_hv * (C * C) + i[:, None] * C + i[None, :]
+    tl.store(m_ptr + square, _tf32((scale * decay) * tl.dot(q, tl.trans(k))))
     T_d, N_off = _inverse_parts(k, beta, G64, seg, decay, NB, BT, C, D)
-    k = k.to(tl.float32)
-    tl.store(w_ptr + tile + row_major, _tf32(_solve(T_d, N_off, (beta * tl.exp(G))[:, None] * k, NB, BT, C, D)))
+    tb = _tf32(_inverse(T_d, N_off, NB, BT, C) * beta[None, :])
+    tl.store(tb_ptr + square, tb)
+    G = G64.to(tl.float32)
+    w = tl.dot(tb, _tf32(k.to(tl.float32) * tl.exp(G)[:, None]), input_precision="tf32")
+    tile = block_hv * (C * D)
+    offs_d = tl.arange(0, D)
+    tl.store(w_ptr + tile + i[:, None] * D + offs_d[None, :], _tf32(w))
+    tl.store(qt_ptr + tile + i[:, None] * D + offs_d[None, :], _tf32(q.to(tl.float32) * (scale * tl.exp(G))[:, None]))
     tl.store(kt_ptr + tile + offs_d[:, None] * C + i[None, :],
-             _tf32(tl.trans(k * tl.exp((G_end64 - G64).to(tl.float32))[:, None])))
-    tl.store(u_ptr + tile + row_major, _solve(T_d, N_off, beta[:, None] * v.to(tl.float32), NB, BT, C, D))
-    tl.store(ge_ptr + block_hv * C + i, G_end64.to(tl.float32))
+             _tf32(tl.trans(k.to(tl.float32) * tl.exp((G_end64 - G64).to(tl.float32))[:, None])))
+    tl.store(ge_ptr + block_hv * C + i, tl.exp(G_end64.to(tl.float32)))
 
 
 @triton.jit(do_not_specialize=["T", "N"])
@@ -285,7 +305,7 @@ def _single_block_kernel(
         h0 = tl.zeros([D, BV], dtype=tl.float32)
     rows, valid, seg, k, q, beta, G64, G_end64, decay = _block_setup(
         q_ptr, k_ptr, A_log_ptr, a_ptr, dt_bias_ptr, b_ptr, cu_ptr, 0, head, T, N,
-        SINGLE, WIDEN_BF16, tl.int32, HQ, HV, D, C, BN)
+        SINGLE, WIDEN_BF16, HQ, HV, D, C, BN)
     mine = valid & (seg == seq)
     scale = _scale(scale, scale_ptr, SCALE_FROM_PTR, D)
     G = G64.to(tl.float32)
@@ -307,104 +327,171 @@ def _single_block_kernel(
 
 
 @triton.jit
-def _state_pass_kernel(
-    state_ptr, cu_ptr, w_ptr, kt_ptr, qt_ptr, u_ptr, m_ptr, ge_ptr, out_ptr, new_state_ptr, hs_ptr, delta_ptr, T,
-    SINGLE: tl.constexpr, HAS_STATE: tl.constexpr, OUTPUT: tl.constexpr, IDX: tl.constexpr, HV: tl.constexpr,
-    D: tl.constexpr, C: tl.constexpr, BV: tl.constexpr, STAGES: tl.constexpr,
-):
-    """One (sequence, value head, BV columns of V): the sequence's segments in order, with
-    H = S^T [D, BV]:  Delta = U - W H;  O = Q~ H + M Delta;  H = exp(G_end) H + K~^T Delta.
-    OUTPUT: computes O here; else stores H (per segment: slot = block + sequence) and Delta,
-    both rounded to tf32, for `_output_kernel`. SINGLE: one sequence, tokens 0..T-1
-    (cu_seqlens not read)."""
-    pid = tl.program_id(0)
-    NV: tl.constexpr = D // BV
-    v_tile = pid % NV
-    head = (pid // NV) % HV
-    seq = pid // (NV * HV)
+def _walk(h, v_ptr, out_ptr, tb_ptr, m_ptr, w_ptr, kt_ptr, qt_ptr, ge_ptr, first, count, bos, eos, head, cols, use_v,
+          OUTPUT: tl.constexpr, HV: tl.constexpr, D: tl.constexpr, C: tl.constexpr, STAGES: tl.constexpr):
+    """h [D, BV] (columns `cols` of H = S^T) carried through `count` blocks from block `first`
+    for the tokens bos <= t < eos of one value head. Per block, from the prep's operands and
+    the input's v rows (other segments' rows masked to zero, which keeps them out: Tb, M and
+    the prep's rows do not mix segments):
+        U = Tb v (v's columns where use_v [BV], else 0),  Delta = U - W H,
+        O = Q~ H + M Delta  (OUTPUT: stored to out_ptr's columns `cols`),
+        H = e^G_end H + K~^T Delta.
+    With use_v false and h = I's columns this carries the block's transition H -> e^G_end H -
+    K~^T W H instead. Every product in tf32 on operands rounded to nearest (_tf32)."""
     i = tl.arange(0, C)
     offs_d = tl.arange(0, D)
-    offs_v = v_tile * BV + tl.arange(0, BV)
-    s_offs = ((seq * HV + head) * D + offs_v[None, :]).to(IDX) * D + offs_d[:, None]
-    if HAS_STATE:
-        h = tl.load(state_ptr + s_offs)
-    else:
-        h = tl.zeros([D, BV], dtype=tl.float32)
-    if SINGLE:
-        bos = 0
-        eos = T
-    else:
-        bos = tl.load(cu_ptr + seq).to(IDX)
-        eos = tl.load(cu_ptr + seq + 1).to(IDX)
-    h = tl.where(eos > bos, h, 0.0)  # an empty sequence ends at zero
-
-    first = bos // C
-    num_blocks = tl.where(eos > bos, (eos - 1) // C - first + 1, 0)
-    for blk in tl.range(0, num_blocks, num_stages=STAGES):
-        start = (first + blk) * C
+    for blk in tl.range(0, count, num_stages=STAGES):
+        block = first + blk
+        start = block * C
         rows = start + i
         mine = (rows >= bos) & (rows < eos)
-        block_hv = (first + blk) * HV + head
+        block_hv = block * HV + head
         tile = block_hv * (C * D)
+        v = tl.load(v_ptr + (rows[:, None] * HV + head) * D + cols[None, :], mask=mine[:, None] & use_v[None, :],
+                    other=0.0).to(tl.float32)
+        tb = tl.load(tb_ptr + block_hv * (C * C) + i[:, None] * C + i[None, :])
         w = tl.load(w_ptr + tile + i[:, None] * D + offs_d[None, :])
         kt = tl.load(kt_ptr + tile + offs_d[:, None] * C + i[None, :])
-        u = tl.load(u_ptr + tile + i[:, None] * D + offs_v[None, :])
         g_end = tl.load(ge_ptr + block_hv * C + (tl.maximum(bos, start) - start))
         h_tf32 = _tf32(h)
-        delta = _tf32(tl.where(mine[:, None], u - tl.dot(w, h_tf32, input_precision="tf32"), 0.0))
+        delta = tl.dot(tb, v, input_precision="tf32") - tl.dot(w, h_tf32, input_precision="tf32")
+        delta = _tf32(tl.where(mine[:, None], delta, 0.0))
         if OUTPUT:
             qt = tl.load(qt_ptr + tile + i[:, None] * D + offs_d[None, :])
             m = tl.load(m_ptr + block_hv * (C * C) + i[:, None] * C + i[None, :])
             o = tl.dot(qt, h_tf32, input_precision="tf32")
             o = tl.dot(m, delta, o, input_precision="tf32")
-            tl.store(out_ptr + (rows[:, None] * HV + head) * D + offs_v[None, :], o.to(out_ptr.dtype.element_ty),
+            tl.store(out_ptr + (rows[:, None] * HV + head) * D + cols[None, :], o.to(out_ptr.dtype.element_ty),
                      mask=mine[:, None])
-        else:
-            slot = ((first + blk + seq) * HV + head).to(IDX) * (D * D)
-            tl.store(hs_ptr + slot + offs_v[None, :] * D + offs_d[:, None], h_tf32)
-            tl.store(delta_ptr + tile + i[:, None] * D + offs_v[None, :], delta, mask=mine[:, None])
-        h = h * tl.exp(g_end) + tl.dot(kt, delta, input_precision="tf32")
-    tl.store(new_state_ptr + s_offs, h)
+        h = h * g_end + tl.dot(kt, delta, input_precision="tf32")
+    return h
 
 
-@triton.jit(do_not_specialize=["T", "N"])
-def _output_kernel(
-    cu_ptr, qt_ptr, m_ptr, hs_ptr, delta_ptr, out_ptr, T, N,
-    SINGLE: tl.constexpr, IDX: tl.constexpr, HV: tl.constexpr, D: tl.constexpr, C: tl.constexpr,
-    BV: tl.constexpr, BN: tl.constexpr,
-):
-    """One (block, value head, BV columns of V): O = Q~ H_seg + M Delta for every segment of
-    the block, H_seg being the state its sequence entered the block with (slot block + seq).
-    Every operand comes from the scratch already rounded to tf32."""
-    block = tl.program_id(0)
-    head = tl.program_id(1)
-    v_tile = tl.program_id(2)
-    i = tl.arange(0, C)
-    offs_d = tl.arange(0, D)
-    offs_v = v_tile * BV + tl.arange(0, BV)
-    rows = block.to(IDX) * C + i
-    valid = rows < T
-    block_hv = block.to(IDX) * HV + head
-    tile = block_hv * (C * D)
-    qt = tl.load(qt_ptr + tile + i[:, None] * D + offs_d[None, :])
-    m = tl.load(m_ptr + block_hv * (C * C) + i[:, None] * C + i[None, :])
-    delta = tl.load(delta_ptr + tile + i[:, None] * D + offs_v[None, :], mask=valid[:, None], other=0.0)
-    o = tl.dot(m, delta, input_precision="tf32")
+@triton.jit
+def _sequence_span(cu_ptr, seq, span, T, S, SINGLE: tl.constexpr, C: tl.constexpr):
+    """(bos, eos, first block, blocks in the span, spans of the sequence) for span `span` of
+    sequence `seq`: a sequence's blocks, from the one holding its first token, are cut into
+    spans of S blocks; an empty sequence has no span (its span 0 holds no block)."""
     if SINGLE:
-        hs = tl.load(hs_ptr + ((block * HV + head).to(IDX) * D + offs_v[None, :]) * D + offs_d[:, None])
-        o = tl.dot(qt, hs, o, input_precision="tf32")
+        bos = (T * 0).to(tl.int64)
+        eos = (T + bos).to(tl.int64)
     else:
-        seg = _segment_of(cu_ptr, N, rows, BN)
-        lo = tl.min(tl.where(valid, seg, N), axis=0)
-        hi = tl.max(tl.where(valid, seg, -1), axis=0)
-        for n in range(lo, hi + 1):
-            rows_n = valid & (seg == n)
-            if tl.sum(rows_n.to(tl.int32), axis=0) > 0:  # empty sequences have no slot written
-                slot = ((block + n) * HV + head).to(IDX) * (D * D)
-                hs = tl.load(hs_ptr + slot + offs_v[None, :] * D + offs_d[:, None])
-                o = tl.dot(tl.where(rows_n[:, None], qt, 0.0), hs, o, input_precision="tf32")
-    tl.store(out_ptr + (rows[:, None] * HV + head) * D + offs_v[None, :], o.to(out_ptr.dtype.element_ty),
-             mask=valid[:, None])
+        bos = tl.load(cu_ptr + seq)
+        eos = tl.load(cu_ptr + seq + 1)
+    first = bos // C
+    blocks = tl.where(eos > bos, (eos - 1) // C - first + 1, 0)
+    spans = (blocks + S - 1) // S
+    count = tl.maximum(tl.minimum(blocks - span * S, S), 0)
+    return bos, eos, first + span * S, count, spans
+
+
+@triton.jit
+def _load_start_state(state_ptr, s_offs, bos, eos, HAS_STATE: tl.constexpr, D: tl.constexpr, BV: tl.constexpr):
+    """A sequence's initial H columns: its state (transposed view), or zero without one or
+    for an empty sequence (which must end at zero)."""
+    if HAS_STATE:
+        h = tl.load(state_ptr + s_offs)
+    else:
+        h = tl.zeros([D, BV], dtype=tl.float32)
+    return tl.where(eos > bos, h, 0.0)
+
+
+@triton.jit(do_not_specialize=["T", "J", "S"])
+def _span_summary_kernel(
+    state_ptr, cu_ptr, v_ptr, tb_ptr, w_ptr, kt_ptr, ge_ptr, sum_ptr, T, J, S,
+    SINGLE: tl.constexpr, HAS_STATE: tl.constexpr, HV: tl.constexpr, D: tl.constexpr,
+    C: tl.constexpr, BV: tl.constexpr, STAGES: tl.constexpr,
+):
+    """One (sequence, span but its last, value head, BV of the 2D columns [V | K]): the span's
+    affine map of the state, H_end = P H_start + N, in slot (sequence J + span) of sum
+    ([D, 2D] per head: N, then P rounded to tf32). N from the zero state and P from the identity, both by
+    _walk; span 0 starts from the sequence's state instead, so its N is already the state
+    entering span 1 (and its P is not needed)."""
+    pid = tl.program_id(0)
+    NV: tl.constexpr = D // BV
+    tile = pid % (2 * NV)
+    head = (pid // (2 * NV)) % HV
+    piece = pid // (2 * NV * HV)
+    seq = piece // (J - 1)
+    span = piece % (J - 1)
+    bos, eos, first, count, spans = _sequence_span(cu_ptr, seq, span, T, S, SINGLE, C)
+    is_v = tile < NV
+    if (span < spans - 1) & (is_v | (span > 0)):
+        offs_d = tl.arange(0, D)
+        cols = (tile % NV) * BV + tl.arange(0, BV)
+        use_v = cols < is_v.to(tl.int32) * D  # all of them for N's columns, none for P's
+        if span == 0:
+            h = _load_start_state(state_ptr, ((seq * HV + head) * D + cols[None, :]).to(tl.int64) * D + offs_d[:, None],
+                                  bos, eos, HAS_STATE, D, BV)
+        else:
+            h = tl.where((offs_d[:, None] == cols[None, :]) & (tile >= NV), 1.0, 0.0)
+        h = _walk(h, v_ptr, v_ptr, tb_ptr, tb_ptr, w_ptr, kt_ptr, kt_ptr, ge_ptr, first, count, bos, eos, head, cols,
+                  use_v, False, HV, D, C, STAGES)
+        slot = ((seq * J + span) * HV + head).to(tl.int64) * (2 * D * D)
+        h = tl.where(is_v, h, _tf32(h))  # P is only an operand of tf32 products
+        tl.store(sum_ptr + slot + offs_d[:, None] * (2 * D) + (tile * BV + tl.arange(0, BV))[None, :], h)
+
+
+@triton.jit(do_not_specialize=["T", "J", "S"])
+def _span_fixup_kernel(
+    cu_ptr, sum_ptr, enter_ptr, T, J, S,
+    SINGLE: tl.constexpr, HV: tl.constexpr, D: tl.constexpr, C: tl.constexpr, BV: tl.constexpr,
+    STAGES: tl.constexpr,
+):
+    """One (sequence, value head, BV columns of V): the state entering each span of the
+    sequence from the spans' maps, in order: H_1 = N_0, H_{j+1} = P_j H_j + N_j; H_j goes to
+    enter slot (sequence J + j). The only sequential walk over a long sequence: one
+    [D, D] x [D, BV] product per span."""
+    NV: tl.constexpr = D // BV
+    v_tile = tl.program_id(0)
+    head = tl.program_id(1)
+    seq = tl.program_id(2)
+    bos, eos, first, count, spans = _sequence_span(cu_ptr, seq, 0, T, S, SINGLE, C)
+    offs_d = tl.arange(0, D)
+    cols = v_tile * BV + tl.arange(0, BV)
+    if spans > 1:
+        base = (seq * J * HV + head).to(tl.int64)
+        h = tl.load(sum_ptr + base * (2 * D * D) + offs_d[:, None] * (2 * D) + cols[None, :])
+        tl.store(enter_ptr + (base + HV) * (D * D) + cols[None, :] * D + offs_d[:, None], h)
+        for span in tl.range(1, spans - 1, num_stages=STAGES):
+            slot = base + span * HV
+            p = tl.load(sum_ptr + slot * (2 * D * D) + offs_d[:, None] * (2 * D) + D + offs_d[None, :])
+            n = tl.load(sum_ptr + slot * (2 * D * D) + offs_d[:, None] * (2 * D) + cols[None, :])
+            h = tl.dot(p, _tf32(h), n, input_precision="tf32")
+            tl.store(enter_ptr + (slot + HV) * (D * D) + cols[None, :] * D + offs_d[:, None], h)
+
+
+@triton.jit(do_not_specialize=["T", "J", "S"])
+def _span_pass_kernel(
+    state_ptr, cu_ptr, v_ptr, tb_ptr, m_ptr, w_ptr, kt_ptr, qt_ptr, ge_ptr, enter_ptr, out_ptr, new_state_ptr, T, J, S,
+    SINGLE: tl.constexpr, HAS_STATE: tl.constexpr, HV: tl.constexpr, D: tl.constexpr,
+    C: tl.constexpr, BV: tl.constexpr, STAGES: tl.constexpr,
+):
+    """One (sequence, span, value head, BV columns of V): the span's outputs by _walk, from the
+    sequence's state (span 0) or the state the fix-up found entering the span; the last span
+    writes new_state (an empty sequence's span 0: zero). With J = 1 every sequence is one span
+    and this is the whole state pass."""
+    pid = tl.program_id(0)
+    NV: tl.constexpr = D // BV
+    v_tile = pid % NV
+    head = (pid // NV) % HV
+    piece = pid // (NV * HV)
+    seq = piece // J
+    span = piece % J
+    bos, eos, first, count, spans = _sequence_span(cu_ptr, seq, span, T, S, SINGLE, C)
+    if span < tl.maximum(spans, 1):
+        offs_d = tl.arange(0, D)
+        cols = v_tile * BV + tl.arange(0, BV)
+        s_offs = ((seq * HV + head) * D + cols[None, :]).to(tl.int64) * D + offs_d[:, None]
+        if span == 0:
+            h = _load_start_state(state_ptr, s_offs, bos, eos, HAS_STATE, D, BV)
+        else:
+            slot = ((seq * J + span) * HV + head).to(tl.int64) * (D * D)
+            h = tl.load(enter_ptr + slot + cols[None, :] * D + offs_d[:, None])
+        h = _walk(h, v_ptr, out_ptr, tb_ptr, m_ptr, w_ptr, kt_ptr, qt_ptr, ge_ptr, first, count, bos, eos, head, cols,
+                  cols < D, True, HV, D, C, STAGES)
+        if span >= spans - 1:
+            tl.store(new_state_ptr + s_offs, h)
 
 
 # --- Host side: checks, scale, scratch, launches ---------------------------------------------
@@ -417,21 +504,40 @@ def _output_kernel(
 _ARG_NAMES = ("q", "k", "v", "state", "A_log", "a", "dt_bias", "b", "cu_seqlens", "output", "new_state")
 _SEQ_BLOCK = 64  # sequence ends compared per step when locating a token's sequence
 CHUNK = 32  # tokens per block (C)
-_PREP_WARPS = 4
-_OUTPUT_WARPS = 4
+PREP_WARPS = 4
 # A call of T <= CHUNK tokens in at most this many sequences runs as one kernel
-# (`_single_block_kernel`; 0 turns it off): for one sequence 10 µs against 15 µs for the
-# chunked kernels on an H200.
+# (`_single_block_kernel`; 0 turns it off).
 SINGLE_BLOCK_MAX_SEQS = 4
-_SINGLE_BLOCK_WARPS = 4
-# State pass by number of sequences N: (largest N it applies to, BV columns of V per program,
-# warps, software-pipelining stages, smallest T from which the output gets a kernel of its
-# own, that kernel's BV). Chosen from GPU measurements (docs/perf.md).
-LAUNCH_TABLE = (
-    (1, 16, 4, 3, 4096, 64),
-    (16, 16, 4, 2, 1 << 62, 64),
-    (1 << 62, 32, 4, 2, 1 << 62, 64),
+SINGLE_BLOCK_WARPS = 4
+
+
+class Launch(NamedTuple):
+    """How a kernel that walks blocks runs: BV columns per program, warps, software-pipelining
+    stages of its block loop."""
+    block_v: int
+    warps: int
+    stages: int
+
+
+# Spans. When the sequences are long on average (at least SPAN_MIN_TOKENS tokens each), each
+# is cut into spans of at least SPAN_MIN_BLOCKS blocks, at most SPAN_MAX of them and at most
+# SPAN_PIECES // N (N sequences; none below 2): the span maps are found in parallel
+# (_span_summary_kernel) and the only sequential walk left is one product per span
+# (_span_fixup_kernel). Chosen from H200 sweeps (docs/perf.md, prefill item 16).
+SPAN_MIN_TOKENS = 2048
+SPAN_MIN_BLOCKS = 8
+SPAN_MAX = 16
+SPAN_PIECES = 32
+# The span pass by the number of (sequence, span) pieces of its grid: (largest count, Launch).
+# Few pieces: latency-bound, narrow tiles; many: throughput-bound, wide tiles (each program
+# loads a block's operands once for BV columns).
+PASS_TABLE = (
+    (4, Launch(block_v=16, warps=4, stages=3)),
+    (8, Launch(block_v=32, warps=4, stages=2)),
+    (1 << 62, Launch(block_v=64, warps=4, stages=2)),
 )
+SUMMARY_LAUNCH = Launch(block_v=64, warps=4, stages=2)
+FIXUP_LAUNCH = Launch(block_v=16, warps=8, stages=3)
 
 
 def _state_warps(warps, device):
@@ -443,25 +549,35 @@ def _state_warps(warps, device):
     return warps
 
 
-def _launch_config(total, num_seqs, device):
-    """(BV, warps, stages, output BV or 0) of the state pass for T tokens in N sequences. With
-    2 warps (sm_100) BV is at most 16: a 32-column tile spills registers there (compiled for
-    sm_100 with Triton 3.6; not run: no B200 was available)."""
-    for max_seqs, block_v, warps, stages, split_from, out_block_v in LAUNCH_TABLE:
-        if num_seqs <= max_seqs:
-            break
-    state_warps = _state_warps(warps, device)
-    if state_warps < warps:
-        block_v = min(block_v, 16)
-    return block_v, state_warps, stages, out_block_v if total >= split_from else 0
+def _on_device(launch, device):
+    """`launch` with _state_warps' warps; with 2 warps (sm_100) BV is at most 16: a 32-column
+    tile spills registers there (compiled for sm_100 with Triton 3.6, not run)."""
+    warps = _state_warps(launch.warps, device)
+    return launch._replace(warps=warps, block_v=min(launch.block_v, 16)) if warps < launch.warps else launch
+
+
+def _pass_launch(pieces, device):
+    """The span pass's Launch for a grid of `pieces` (sequence, span) pieces."""
+    return _on_device(next(launch for most, launch in PASS_TABLE if pieces <= most), device)
+
+
+def _span_plan(total, num_seqs):
+    """(S, J): blocks per span and spans per sequence at most, for T tokens in N sequences
+    (J = 1: no spans; then S covers any sequence). See SPAN_MIN_TOKENS."""
+    blocks = triton.cdiv(total, CHUNK)
+    most = min(SPAN_MAX, SPAN_PIECES // num_seqs)
+    if most < 2 or total < SPAN_MIN_TOKENS * num_seqs or blocks < 2 * SPAN_MIN_BLOCKS:
+        return max(blocks, 1), 1
+    span = max(SPAN_MIN_BLOCKS, triton.cdiv(blocks, most))
+    return span, triton.cdiv(blocks, span)
 
 
 def _single_block_config(num_seqs, device):
     """(BV, warps) of the one-kernel path: BV 16 for one sequence, 32 for several (fewer
     programs, each repeating the block's setup), 16 where the state kernels run with fewer
     warps (sm_100, see _state_warps)."""
-    warps = _state_warps(_SINGLE_BLOCK_WARPS, device)
-    return (16 if num_seqs == 1 or warps < _SINGLE_BLOCK_WARPS else 32), warps
+    warps = _state_warps(SINGLE_BLOCK_WARPS, device)
+    return (16 if num_seqs == 1 or warps < SINGLE_BLOCK_WARPS else 32), warps
 
 
 def _expected(total, num_seqs):
@@ -578,15 +694,16 @@ class _Launcher:
 
 
 _launch_prep = _Launcher(_chunk_prep_kernel)
-_launch_state_pass = _Launcher(_state_pass_kernel)
-_launch_output = _Launcher(_output_kernel)
+_launch_summary = _Launcher(_span_summary_kernel)
+_launch_fixup = _Launcher(_span_fixup_kernel)
+_launch_pass = _Launcher(_span_pass_kernel)
 _launch_single = _Launcher(_single_block_kernel)
 
 
 def kernel(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_state):
     """DPS entry point: writes `output` [T,8,128] bf16 and `new_state` [N,8,128,128] f32.
 
-    At most three kernel launches, no host synchronization. cu_seqlens must be nondecreasing
+    One to four kernel launches, no host synchronization. cu_seqlens must be nondecreasing
     from 0 to T (its values are read on the device only, so they are not checked here).
     Raises ValueError naming the first bad argument.
     """
@@ -597,48 +714,53 @@ def kernel(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_
         return
     single = num_seqs == 1
     scale_ptr = A_log if scale_tensor is None else scale_tensor  # unused unless read in-kernel
+    state_in = state if state is not None else new_state  # unused without a state
+    shapes = dict(HV=NUM_V_HEADS, D=HEAD_SIZE, C=CHUNK)
     if total <= CHUNK and num_seqs <= SINGLE_BLOCK_MAX_SEQS:
         block_v, warps = _single_block_config(num_seqs, device)
         _launch_single.prepare(
             (NUM_V_HEADS, HEAD_SIZE // block_v, num_seqs),
-            (q, k, v, state if state is not None else new_state, A_log, a, dt_bias, b, cu_seqlens, output, new_state,
-             scale_value, scale_ptr, total, num_seqs),
+            (q, k, v, state_in, A_log, a, dt_bias, b, cu_seqlens, output, new_state, scale_value, scale_ptr, total,
+             num_seqs),
             dict(SINGLE=single, HAS_STATE=state is not None, SCALE_FROM_PTR=scale_tensor is not None,
-                 WIDEN_BF16=_INTERPRETED, HQ=NUM_Q_HEADS, HV=NUM_V_HEADS, D=HEAD_SIZE, C=CHUNK, BT=SUB, BN=_SEQ_BLOCK,
-                 BV=block_v),
+                 WIDEN_BF16=_INTERPRETED, HQ=NUM_Q_HEADS, **shapes, BT=SUB, BN=_SEQ_BLOCK, BV=block_v),
             warps, device)()
         return
-    block_v, warps, stages, out_block_v = _launch_config(total, num_seqs, device)
     hv, d, chunk = NUM_V_HEADS, HEAD_SIZE, CHUNK
     blocks = triton.cdiv(total, chunk)
-    # Block-major scratch: W, K~^T, Q~, U (and Delta) [blocks, HV, C*D]; M [blocks, HV, C*C];
-    # G_end [blocks, HV, C]; with a separate output kernel, H [blocks + N, HV, D*D].
-    tile = blocks * hv * chunk * d
-    sizes = [tile] * 4 + [blocks * hv * chunk * chunk, blocks * hv * chunk]
-    if out_block_v:
-        sizes += [tile, (blocks + num_seqs) * hv * d * d]
+    span_blocks, spans = _span_plan(total, num_seqs)
+    # Scratch: Tb and M [blocks, HV, C, C], W, K~^T and Q~ [blocks, HV, C * D], G_end [blocks, HV, C];
+    # with spans, each (sequence, span)'s map [N * J, HV, D, 2D] and entering state [N * J, HV, D, D].
+    sizes = [blocks * hv * chunk * chunk] * 2 + [blocks * hv * chunk * d] * 3 + [blocks * hv * chunk]
+    if spans > 1:
+        sizes += [num_seqs * spans * hv * 2 * d * d, num_seqs * spans * hv * d * d]
     scratch = torch.split(torch.empty(sum(sizes), dtype=torch.float32, device=device), sizes)
-    w, kt, qt, u, m, g_end = scratch[:6]
-    delta, h_start = scratch[6:] if out_block_v else (w, w)  # unused without the output kernel
-    # Element offsets in int32 when every one fits (the usual case), else in int64.
-    largest = max(blocks * hv * chunk * d, total * NUM_Q_HEADS * d, (blocks + num_seqs) * hv * d * d)
-    idx = tl.int32 if largest < 2**31 else tl.int64
-    prep_args = (q, k, v, A_log, a, dt_bias, b, cu_seqlens, w, kt, qt, u, m, g_end, scale_value, scale_ptr,
-                 total, num_seqs)
-    prep_constexprs = dict(SINGLE=single, SCALE_FROM_PTR=scale_tensor is not None, IDX=idx, HQ=NUM_Q_HEADS, HV=hv, D=d,
-                           C=chunk, BT=SUB, BN=_SEQ_BLOCK, WIDEN_BF16=_INTERPRETED)
-    pass_args = (state if state is not None else new_state, cu_seqlens, w, kt, qt, u, m, g_end, output, new_state,
-                 h_start, delta, total)
-    pass_constexprs = dict(SINGLE=single, HAS_STATE=state is not None, OUTPUT=not out_block_v, IDX=idx, HV=hv, D=d,
-                           C=chunk, BV=block_v, STAGES=stages)
+    tb, m, w, kt, qt, g_end = scratch[:6]
+    sums, enter = scratch[6:] if spans > 1 else (tb, tb)  # unused without spans
+    # The prep's element offsets in int32 when every one fits (the usual case), else in int64.
+    idx = tl.int32 if max(blocks * hv * chunk * d, total * hv * d) < 2**31 else tl.int64
+    walk = dict(SINGLE=single, HAS_STATE=state is not None, **shapes)
     launches = []  # every launch prepared before the first goes out
     if total > 0:
-        launches.append(_launch_prep.prepare((blocks, hv, 1), prep_args, prep_constexprs, _PREP_WARPS, device))
-    launches.append(_launch_state_pass.prepare((num_seqs * hv * (d // block_v), 1, 1), pass_args, pass_constexprs,
-                                               warps, device))
-    if out_block_v and total > 0:
-        launches.append(_launch_output.prepare(
-            (blocks, hv, d // out_block_v), (cu_seqlens, qt, m, h_start, delta, output, total, num_seqs),
-            dict(SINGLE=single, IDX=idx, HV=hv, D=d, C=chunk, BV=out_block_v, BN=_SEQ_BLOCK), _OUTPUT_WARPS, device))
+        launches.append(_launch_prep.prepare(
+            (blocks, hv, 1),
+            (q, k, A_log, a, dt_bias, b, cu_seqlens, tb, m, w, kt, qt, g_end, scale_value, scale_ptr, total, num_seqs),
+            dict(SINGLE=single, SCALE_FROM_PTR=scale_tensor is not None, WIDEN_BF16=_INTERPRETED, IDX=idx,
+                 HQ=NUM_Q_HEADS, **shapes, BT=SUB, BN=_SEQ_BLOCK),
+            PREP_WARPS, device))
+    if spans > 1:
+        summary, fixup = _on_device(SUMMARY_LAUNCH, device), _on_device(FIXUP_LAUNCH, device)
+        launches.append(_launch_summary.prepare(
+            (num_seqs * (spans - 1) * hv * 2 * (d // summary.block_v), 1, 1),
+            (state_in, cu_seqlens, v, tb, w, kt, g_end, sums, total, spans, span_blocks),
+            dict(walk, BV=summary.block_v, STAGES=summary.stages), summary.warps, device))
+        launches.append(_launch_fixup.prepare(
+            (d // fixup.block_v, hv, num_seqs), (cu_seqlens, sums, enter, total, spans, span_blocks),
+            dict(SINGLE=single, **shapes, BV=fixup.block_v, STAGES=fixup.stages), fixup.warps, device))
+    pass_launch = _pass_launch(num_seqs * spans, device)
+    launches.append(_launch_pass.prepare(
+        (num_seqs * spans * hv * (d // pass_launch.block_v), 1, 1),
+        (state_in, cu_seqlens, v, tb, m, w, kt, qt, g_end, enter, output, new_state, total, spans, span_blocks),
+        dict(walk, BV=pass_launch.block_v, STAGES=pass_launch.stages), pass_launch.warps, device))
     for launch in launches:
         launch()
