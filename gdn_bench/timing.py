@@ -29,23 +29,32 @@ class TimingError(RuntimeError):
     """The profile could not be split into one group of kernels per call."""
 
 
-def group_call_times(kernels: Sequence[tuple[str, float, float]], flush_names: frozenset[str]) -> list[float]:
-    """Per-call durations from (name, start, end) kernel records.
+def split_calls(kernels: Sequence[Sequence], flush_names: frozenset[str]) -> list[list]:
+    """Kernel records (name, start, end, ...) grouped into calls, each in start order.
 
-    Records are taken in start order; each flush kernel opens a new call, and a call's
-    duration runs from its first kernel's start to its last kernel's end. Kernels before the
-    first flush are ignored (warm-up). A call with no kernel is an error: the timed function
-    launched nothing, and zero would be a lie.
+    Records are taken in start order; each flush kernel opens a new call and is left out.
+    Kernels before the first flush are ignored (warm-up). A call with no kernel is an error:
+    the timed function launched nothing, and zero would be a lie.
     """
-    calls: list[list[tuple[float, float]]] = []
-    for name, start, end in sorted(kernels, key=lambda r: r[1]):
-        if name in flush_names:
+    calls: list[list] = []
+    for record in sorted(kernels, key=lambda r: r[1]):
+        if record[0] in flush_names:
             calls.append([])
         elif calls:
-            calls[-1].append((start, end))
+            calls[-1].append(record)
     if any(not c for c in calls):
         raise TimingError("a timed call launched no kernel between two L2 flushes")
-    return [max(e for _, e in c) - min(s for s, _ in c) for c in calls]
+    return calls
+
+
+def call_span(call: Sequence[Sequence]) -> float:
+    """One call's duration: from its first kernel's start to its last kernel's end."""
+    return max(r[2] for r in call) - min(r[1] for r in call)
+
+
+def group_call_times(kernels: Sequence[tuple[str, float, float]], flush_names: frozenset[str]) -> list[float]:
+    """Per-call durations (call_span) from (name, start, end) kernel records (split_calls)."""
+    return [call_span(c) for c in split_calls(kernels, flush_names)]
 
 
 def _device_kernels(prof) -> list[tuple[str, float, float]]:
@@ -91,20 +100,29 @@ def _flush() -> tuple[Callable[[], None], frozenset[str]]:
     return buffer.zero_, frozenset(name for name, _, _ in _profile(buffer.zero_))
 
 
-def kernel_time_us(fn: Callable[[], None], max_calls: int = 100, warmup: int = 3) -> float:
-    """Median CUPTI time of one call of `fn` with a cold L2 (see module docstring), in µs."""
+def profile_cold_calls(fn: Callable[[], None], calls: int | None = None, max_calls: int = 100,
+                       warmup: int = 3) -> tuple[torch.profiler.profile, frozenset[str], int]:
+    """torch.profiler (CUDA activity) over `calls` calls of `fn`, each after an L2 flush, once
+    `warmup` calls and the busy loop have run (see module docstring). `calls` None: as many
+    as fit TARGET_SECONDS, within [MIN_CALLS, max_calls]. Returns the finished profiler, the
+    flush kernels' names (they open each call: split_calls) and the number of calls."""
     flush, flush_names = _flush()
     for _ in range(warmup):
         fn()
     _busy(flush, fn)
-    calls = _calls_for(fn, max_calls)
-
-    def body():
+    calls = calls or _calls_for(fn, max_calls)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         for _ in range(calls):
             flush()
             fn()
+        torch.cuda.synchronize()
+    return prof, flush_names, calls
 
-    times = group_call_times(_profile(body), flush_names)
+
+def kernel_time_us(fn: Callable[[], None], max_calls: int = 100, warmup: int = 3) -> float:
+    """Median CUPTI time of one call of `fn` with a cold L2 (see module docstring), in µs."""
+    prof, flush_names, calls = profile_cold_calls(fn, max_calls=max_calls, warmup=warmup)
+    times = group_call_times(_device_kernels(prof), flush_names)
     if len(times) != calls:
         raise TimingError(f"profile split into {len(times)} calls, expected {calls}")
     return statistics.median(times)
