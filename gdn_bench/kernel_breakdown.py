@@ -172,7 +172,7 @@ def format_breakdown(b: Breakdown) -> str:
     gap = b.span_us - b.kernel_sum_us
     graph = (f"{b.graph_span_us:.2f} µs (eager span − graph span = {b.span_us - b.graph_span_us:.2f} µs)"
              if b.graph_span_us is not None else b.graph_note)
-    dropped = f"; {b.dropped} calls with another kernel sequence left out" if b.dropped else ""
+    dropped = f"; {b.dropped} more left out for another kernel sequence" if b.dropped else ""
     return "\n".join([
         line(head), *map(line, cells), "",
         f"sum of kernel medians   {b.kernel_sum_us:.2f} µs",

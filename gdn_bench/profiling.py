@@ -150,8 +150,8 @@ def target_argv(target: Target, args: argparse.Namespace) -> list[str]:
         argv += ["--batch-size", str(target.batch_size)]
     else:
         argv += ["--lengths", ",".join(map(str, target.lengths))]
-    if target.config:
-        argv += ["--config", ",".join(f"{name}={value!r}" for name, value in target.config.items())]
+    for name, value in target.config.items():
+        argv += ["--config", f"{name}={value!r}"]
     return argv + ["--seed", str(args.seed), "--root", str(args.root)]
 
 
