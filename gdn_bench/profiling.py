@@ -195,7 +195,7 @@ def run_ncu(target: Target, args, script: Path) -> list[Path]:
     ncu = ncu_summary.find_ncu()
     args.out.mkdir(parents=True, exist_ok=True)
     stem = args.out / f"{target.file_stem()}_ncu"
-    child = [sys.executable, str(script), *target_argv(target, args), "--under-ncu"]
+    child = [sys.executable, str(script.resolve()), *target_argv(target, args), "--under-ncu"]
     command = ncu_summary.profile_command(ncu, stem, args.kernel, args.sections, args.ncu_args, child)
     print(f"running: {shlex.join(command)}", flush=True)
     result = subprocess.run(command, capture_output=True, text=True)
@@ -212,8 +212,9 @@ def run_ncu(target: Target, args, script: Path) -> list[Path]:
         raise ncu_summary.NcuError(f"ncu could not export {report}: {export.stderr.strip().splitlines()[-1:]}")
     csv_path = _write(stem.with_suffix(".csv"), export.stdout)
     summaries = [ncu_summary.summarize(k) for k in ncu_summary.parse_csv(export.stdout)]
+    options = f", options {shlex.join(args.ncu_args)}" if args.ncu_args else ""
     header = (f"{target.label()} | GPU: {_gpu()} | seed {args.seed} | ncu, kernels matching {args.kernel!r}, "
-              f"sections {','.join(args.sections)}" + (f", options {shlex.join(args.ncu_args)}" if args.ncu_args else ""))
+              f"sections {','.join(args.sections)}{options}")
     text = f"{header}\n{ncu_summary.format_summary(summaries)}\n"
     print(text, end="")
     return [report, csv_path, _write(stem.with_suffix(".txt"), text), log]

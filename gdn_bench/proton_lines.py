@@ -2,16 +2,19 @@
 samples each warp's program counter at a fixed interval) over repeated calls, and the hot
 source lines of the chosen kernels with their share of the samples.
 
-`sample` warms the call up outside the session (so compilation and autotuning are not
-sampled), then runs it `repeats` times in one session started with
-proton.start(..., backend="cupti", mode="pcsampling") and writes Proton's tree (a .hatchet
-JSON file). In that tree, a sampled instruction with line information sits under a node
-named "<folder>/<file>:<line>@<kernel>" whose metrics count its samples (num_samples) and,
-per stall reason, those taken while the warp was stalled (stalled_<reason>). `hot_lines`
-adds the samples of each (file, line, kernel) whose kernel matches a regex; a line's share is
-its samples over those of every matching line. Samples without line information are not
-counted. Source text is read from the file where it still exists (the harness builds
-solutions from a copy of their folder, so the path may be that copy's).
+`sample` starts one session with proton.start(..., backend="cupti", mode="pcsampling") and
+runs the call `warmup` times in a scope named WARMUP, then `repeats` times in a scope named
+SAMPLED, and writes Proton's tree (a .hatchet JSON file). The warm-up runs inside the session
+because Proton maps a sample to its source line through the kernel's binary, which it only
+sees when the module is loaded while it profiles; its own scope keeps compilation and
+autotuning runs out of the table. In the tree, a sampled instruction with line information
+sits under a node named "<folder>/<file>:<line>@<kernel>" whose metrics count its samples
+(num_samples) and, per stall reason, those taken while the warp was stalled
+(stalled_<reason>). `hot_lines` adds, under the SAMPLED scope, the samples of each (file,
+line, kernel) whose kernel matches a regex; a line's share is its samples over those of every
+matching line. Samples without line information are not counted. Source text is read from
+the file where it still exists (the harness builds solutions from a copy of their folder, so
+the path may be that copy's).
 """
 
 import inspect
@@ -23,6 +26,7 @@ from pathlib import Path
 
 import torch
 
+WARMUP, SAMPLED = "warm-up", "sampled"  # the session's two scopes
 LINE = re.compile(r"^(?P<path>.*):(?P<line>\d+)@(?P<function>.+)$")
 NOT_STALLS = ("stalled_selected",)  # the sample's warp was issuing
 
@@ -70,20 +74,19 @@ def _reason(error: Exception) -> str:
 
 
 def sample(fn: Callable[[], object], stem: Path, repeats: int, warmup: int = 3) -> Path:
-    """PC-sample `repeats` calls of fn (see the module docstring); returns the .hatchet file
-    written at `stem`.hatchet."""
+    """PC-sample `repeats` calls of fn after `warmup` (see the module docstring); returns the
+    .hatchet file written at `stem`.hatchet."""
     module = proton()
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
     try:
         session = module.start(str(stem), backend="cupti", mode="pcsampling", hook="triton")
         if session is None:
             raise ProtonError("Proton is switched off in this process (TRITON_PROTON_DISABLE or a "
                               "`proton` command line around it)")
-        for _ in range(repeats):
-            fn()
-        torch.cuda.synchronize()
+        for scope, calls in ((WARMUP, warmup), (SAMPLED, repeats)):
+            with module.scope(scope):
+                for _ in range(calls):
+                    fn()
+                torch.cuda.synchronize()
         module.finalize()
     except ProtonError:
         raise
@@ -115,10 +118,24 @@ def _line_nodes(node: dict):
         yield node, _samples(node) - below
 
 
-def hot_lines(tree: list | dict, kernel_regex: str) -> list[HotLine]:
+def _scopes(node: dict, name: str):
+    """The nodes named `name` at or under `node`, outermost only."""
+    if node.get("frame", {}).get("name") == name:
+        yield node
+        return
+    for child in node.get("children", []):
+        yield from _scopes(child, name)
+
+
+def hot_lines(tree: list | dict, kernel_regex: str, scope: str | None = SAMPLED) -> list[HotLine]:
     """The source lines of the kernels matching `kernel_regex` (re.search on the kernel's
-    name), most samples first; ProtonError when nothing was sampled there."""
+    name) under the nodes named `scope` (None: the whole tree), most samples first;
+    ProtonError when the scope is missing or nothing was sampled there."""
     roots = tree if isinstance(tree, list) else [tree]
+    if scope is not None:
+        roots = [node for root in roots for node in _scopes(root, scope)]
+        if not roots:
+            raise ProtonError(f"Proton's profile has no scope {scope!r}: not written by this tool's sample()")
     pattern = re.compile(kernel_regex)
     totals: dict[tuple[str, int, str], float] = {}
     stalls: dict[tuple[str, int, str], dict[str, float]] = {}

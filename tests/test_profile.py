@@ -209,6 +209,7 @@ def test_hot_lines_share_of_samples():
     top = lines[0]
     assert (top.line, top.samples, top.top_stall) == (341, 3212, "long_scoreboard")
     assert top.share == pytest.approx(3212 / 12100)
+    assert 300 not in [h.line for h in lines]  # sampled in the warm-up scope only
     prep = [h for h in lines if h.function == "_chunk_prep_kernel"]
     assert prep[0].path == "/root/.cache/flashinfer_bench/cache/python/gdn-prefill-triton-chunked_3f9c2a71/prefill.py"
     assert prep[0].top_stall == "short_scoreboard"  # "selected" (issuing) is not a stall
@@ -228,10 +229,13 @@ def test_hot_lines_read_the_source_and_format(tmp_path):
     tree = {"frame": {"name": "ROOT"}, "metrics": {}, "children": [
         {"frame": {"name": f"{source}:2@k"}, "metrics": {"num_samples": 30, "stalled_wait": 4}, "children": []},
         {"frame": {"name": f"{source}:1@k"}, "metrics": {"num_samples": 10}, "children": []}]}
-    lines = proton_lines.hot_lines(tree, "^k$")
+    lines = proton_lines.hot_lines(tree, "^k$", scope=None)
     assert lines[0].source == "x = tl.load(p)  # the load" and lines[1].top_stall is None
+    with pytest.raises(proton_lines.ProtonError, match="has no scope 'sampled'"):
+        proton_lines.hot_lines(tree, "^k$")
     text = proton_lines.format_lines(lines, top=1)
-    assert "75.0%" in text and "k.py:2" in text and "wait" in text and "1 of 2 lines shown, 75.0% of the samples" in text
+    assert "75.0%" in text and "k.py:2" in text and "wait" in text
+    assert "1 of 2 lines shown, 75.0% of the samples" in text
 
 
 # --- torch.profiler's trace -------------------------------------------------------------------
@@ -275,7 +279,56 @@ def test_breakdown_table():
     eager = kernel_breakdown.Breakdown(rows, span, kept, dropped, 41.5)
     text = kernel_breakdown.format_breakdown(eager)
     assert "256×8×1" in text and "33792" in text and "sum of kernel medians   40.00 µs" in text
-    assert "span − sum = 3.00 µs between kernels" in text and "median of 3 calls; 1 more left out for another kernel sequence" in text
+    assert "span − sum = 3.00 µs between kernels" in text
+    assert "median of 3 calls; 1 more left out for another kernel sequence" in text
     assert "CUDA-graph replay span  41.50 µs (eager span − graph span = 1.50 µs)" in text
     no_graph = kernel_breakdown.Breakdown(rows, span, kept, 0, None, "not capturable (RuntimeError: sync)")
     assert "CUDA-graph replay span  not capturable (RuntimeError: sync)" in kernel_breakdown.format_breakdown(no_graph)
+
+
+# --- the ncu mode's plumbing, with a stand-in for ncu -------------------------------------------
+
+FAKE_NCU = """#!/bin/sh
+# A stand-in for ncu: with --import it prints the stored raw page; else it writes an empty report
+# where --export says, and prints what $NCU_SAYS holds (exit status $NCU_STATUS).
+case " $* " in *" --import "*) cat "{csv}"; exit 0;; esac
+while [ $# -gt 0 ]; do [ "$1" = --export ] && touch "$2.ncu-rep"; shift; done
+printf '%b' "$NCU_SAYS"; exit "${{NCU_STATUS:-0}}"
+"""
+
+
+@pytest.fixture
+def fake_ncu(tmp_path, monkeypatch):
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    ncu = folder / "ncu"
+    ncu.write_text(FAKE_NCU.format(csv=NCU_RAW))
+    ncu.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{folder}:/usr/bin:/bin")
+    monkeypatch.setattr(profiling, "_gpu", lambda: "a GPU")
+    return monkeypatch
+
+
+def _run_ncu(tmp_path, argv=()):
+    parser = profiling.build_parser(ROOT)
+    args = parser.parse_args(["--definition", "prefill", "--mode", "ncu", "--out", str(tmp_path / "out"), *argv])
+    return profiling.run_ncu(profiling.target_from_args(parser, args), args, SCRIPT)
+
+
+def test_ncu_mode_keeps_report_csv_summary_and_log(fake_ncu, tmp_path, capsys):
+    fake_ncu.setenv("NCU_SAYS", "==PROF== Disconnected from process 1\\n")
+    written = _run_ncu(tmp_path, ["--kernel", "state", "--ncu-args", "--clock-control none"])
+    assert [p.name for p in written] == [f"prefill-triton-chunked-T8192-N1_ncu.{e}" for e in ("ncu-rep", "csv", "txt",
+                                                                                              "log")]
+    out = capsys.readouterr().out
+    assert "--kernel-name regex:state" in out and "--clock-control none" in out and "--under-ncu" in out
+    assert "prefill triton-chunked T=8192 N=1 | GPU: a GPU" in out and "_state_pass_kernel" in out
+    assert written[1].read_text() == NCU_RAW.read_text()
+
+
+def test_ncu_mode_without_permission_says_so(fake_ncu, tmp_path):
+    fake_ncu.setenv("NCU_SAYS", "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission\\n")
+    fake_ncu.setenv("NCU_STATUS", "1")
+    with pytest.raises(ncu_summary.NcuError, match=r"^no permission to read the GPU's performance counters .*"
+                                                   r"\(ncu's output: .*_ncu\.log\)$"):
+        _run_ncu(tmp_path)
