@@ -66,8 +66,8 @@ class Target:
         return f"{self.definition} {self.variant()} {self.shape()}"
 
     def file_stem(self) -> str:
-        """The label as a file name: 'prefill-triton-chunked-T8192-N1' (uneven lengths add
-        them, or their hash when there are many)."""
+        """The label as a file name without dots: 'prefill-triton-chunked-T8192-N1' (uneven
+        lengths add them, or their hash when there are many)."""
         if self.lengths is None:
             shape = f"B{self.batch_size}"
         else:
@@ -76,7 +76,7 @@ class Target:
                 text = "_".join(map(str, self.lengths))
                 shape += "-L" + (text if len(self.lengths) <= MAX_LENGTHS_IN_NAME
                                  else hashlib.sha1(text.encode()).hexdigest()[:10])
-        name = re.sub(r"[^A-Za-z0-9._-]+", "_", f"{self.definition}-{self.variant()}").strip("_")
+        name = re.sub(r"[^A-Za-z0-9_-]+", "_", f"{self.definition}-{self.variant()}").strip("_")
         return f"{name}-{shape}"
 
 

@@ -209,7 +209,8 @@ def run_ncu(target: Target, args, script: Path) -> list[Path]:
     export = subprocess.run(ncu_summary.export_command(ncu, report), capture_output=True, text=True,
                             env={**os.environ, "LC_ALL": "C"})
     if export.returncode != 0:
-        raise ncu_summary.NcuError(f"ncu could not export {report}: {export.stderr.strip().splitlines()[-1:]}")
+        last = export.stderr.strip().splitlines()[-1:] or [f"status {export.returncode}"]
+        raise ncu_summary.NcuError(f"ncu could not export {report}: {last[0]}")
     csv_path = _write(stem.with_suffix(".csv"), export.stdout)
     summaries = [ncu_summary.summarize(k) for k in ncu_summary.parse_csv(export.stdout)]
     options = f", options {shlex.join(args.ncu_args)}" if args.ncu_args else ""

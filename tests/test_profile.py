@@ -50,10 +50,10 @@ def test_prefill_shapes_even_split_or_explicit_lengths():
 
 def test_config_variant_merges_and_names_itself():
     target = _target(["--definition", "prefill", "-T", "64", "--config", "CHUNK=16,_PREP_WARPS=8",
-                      "--config", "NAME='x y'"])
-    assert target.config == {"CHUNK": 16, "_PREP_WARPS": 8, "NAME": "x y"}
-    assert target.variant() == "triton-chunked[CHUNK=16,_PREP_WARPS=8,NAME=x y]"
-    assert target.file_stem() == "prefill-triton-chunked_CHUNK_16__PREP_WARPS_8_NAME_x_y-T64-N1"
+                      "--config", "NAME='x y',RATIO=0.5"])
+    assert target.config == {"CHUNK": 16, "_PREP_WARPS": 8, "NAME": "x y", "RATIO": 0.5}
+    assert target.variant() == "triton-chunked[CHUNK=16,_PREP_WARPS=8,NAME=x y,RATIO=0.5]"
+    assert target.file_stem() == "prefill-triton-chunked_CHUNK_16__PREP_WARPS_8_NAME_x_y_RATIO_0_5-T64-N1"
 
 
 @pytest.mark.parametrize("argv", [
