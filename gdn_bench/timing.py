@@ -65,11 +65,11 @@ def _device_kernels(prof) -> list[tuple[str, float, float]]:
     ]
 
 
-def _profile(body: Callable[[], None]) -> list[tuple[str, float, float]]:
+def _profile(body: Callable[[], None]) -> torch.profiler.profile:
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         body()
         torch.cuda.synchronize()
-    return _device_kernels(prof)
+    return prof
 
 
 def _busy(flush: Callable[[], None], fn: Callable[[], None]) -> None:
@@ -97,7 +97,7 @@ def _calls_for(fn: Callable[[], None], max_calls: int) -> int:
 def _flush() -> tuple[Callable[[], None], frozenset[str]]:
     """The L2 flush (zeroing a 256 MB buffer) and the names of the kernels it launches."""
     buffer = torch.empty(L2_FLUSH_BYTES, dtype=torch.int8, device="cuda")
-    return buffer.zero_, frozenset(name for name, _, _ in _profile(buffer.zero_))
+    return buffer.zero_, frozenset(name for name, _, _ in _device_kernels(_profile(buffer.zero_)))
 
 
 def profile_cold_calls(fn: Callable[[], None], calls: int | None = None, max_calls: int = 100,
@@ -111,12 +111,13 @@ def profile_cold_calls(fn: Callable[[], None], calls: int | None = None, max_cal
         fn()
     _busy(flush, fn)
     calls = calls or _calls_for(fn, max_calls)
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+
+    def body():
         for _ in range(calls):
             flush()
             fn()
-        torch.cuda.synchronize()
-    return prof, flush_names, calls
+
+    return _profile(body), flush_names, calls
 
 
 def kernel_time_us(fn: Callable[[], None], max_calls: int = 100, warmup: int = 3) -> float:
