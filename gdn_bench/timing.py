@@ -33,32 +33,32 @@ class TimingError(RuntimeError):
     """The profile could not be split into one group of kernels per call."""
 
 
-def group_calls(kernels: Sequence[tuple[str, float, float]], flush_names: frozenset[str]) -> list[list[tuple[float, float]]]:
-    """Per call, its kernels' (start, end), from (name, start, end) kernel records.
+def split_calls(kernels: Sequence[Sequence], flush_names: frozenset[str]) -> list[list]:
+    """Kernel records (name, start, end, ...) grouped into calls, each in start order.
 
-    Records are taken in start order; each flush kernel opens a new call. Kernels before the
-    first flush are ignored (warm-up). A call with no kernel is an error: the timed function
-    launched nothing, and zero would be a lie.
+    Records are taken in start order; each flush kernel opens a new call and is left out.
+    Kernels before the first flush are ignored (warm-up). A call with no kernel is an error:
+    the timed function launched nothing, and zero would be a lie.
     """
-    calls: list[list[tuple[float, float]]] = []
-    for name, start, end in sorted(kernels, key=lambda r: r[1]):
-        if name in flush_names:
+    calls: list[list] = []
+    for record in sorted(kernels, key=lambda r: r[1]):
+        if record[0] in flush_names:
             calls.append([])
         elif calls:
-            calls[-1].append((start, end))
+            calls[-1].append(record)
     if any(not c for c in calls):
         raise TimingError("a timed call launched no kernel between two L2 flushes")
     return calls
 
 
-def call_span(call: Sequence[tuple[float, float]]) -> float:
-    """A call's duration: from its first kernel's start to its last kernel's end."""
-    return max(e for _, e in call) - min(s for s, _ in call)
+def call_span(call: Sequence[Sequence]) -> float:
+    """One call's duration: from its first kernel's start to its last kernel's end."""
+    return max(r[2] for r in call) - min(r[1] for r in call)
 
 
 def group_call_times(kernels: Sequence[tuple[str, float, float]], flush_names: frozenset[str]) -> list[float]:
-    """Per-call durations (group_calls, call_span)."""
-    return [call_span(c) for c in group_calls(kernels, flush_names)]
+    """Per-call durations (call_span) from (name, start, end) kernel records (split_calls)."""
+    return [call_span(c) for c in split_calls(kernels, flush_names)]
 
 
 def _device_kernels(prof) -> list[tuple[str, float, float]]:
@@ -69,11 +69,11 @@ def _device_kernels(prof) -> list[tuple[str, float, float]]:
     ]
 
 
-def _profile(body: Callable[[], None]) -> list[tuple[str, float, float]]:
+def _profile(body: Callable[[], None]) -> torch.profiler.profile:
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         body()
         torch.cuda.synchronize()
-    return _device_kernels(prof)
+    return prof
 
 
 def _busy(flush: Callable[[], None], fn: Callable[[], None]) -> None:
@@ -101,23 +101,33 @@ def _calls_for(fn: Callable[[], None], max_calls: int) -> int:
 def _flush() -> tuple[Callable[[], None], frozenset[str]]:
     """The L2 flush (zeroing a 256 MB buffer) and the names of the kernels it launches."""
     buffer = torch.empty(L2_FLUSH_BYTES, dtype=torch.int8, device="cuda")
-    return buffer.zero_, frozenset(name for name, _, _ in _profile(buffer.zero_))
+    return buffer.zero_, frozenset(name for name, _, _ in _device_kernels(_profile(buffer.zero_)))
 
 
-def _profiled_calls(fn: Callable[[], None], max_calls: int, warmup: int) -> list[list[tuple[float, float]]]:
-    """Each profiled call's kernels (start, end), every call after an L2 flush."""
+def profile_cold_calls(fn: Callable[[], None], calls: int | None = None, max_calls: int = 100,
+                       warmup: int = 3) -> tuple[torch.profiler.profile, frozenset[str], int]:
+    """torch.profiler (CUDA activity) over `calls` calls of `fn`, each after an L2 flush, once
+    `warmup` calls and the busy loop have run (see module docstring). `calls` None: as many
+    as fit TARGET_SECONDS, within [MIN_CALLS, max_calls]. Returns the finished profiler, the
+    flush kernels' names (they open each call: split_calls) and the number of calls."""
     flush, flush_names = _flush()
     for _ in range(warmup):
         fn()
     _busy(flush, fn)
-    count = _calls_for(fn, max_calls)
+    calls = calls or _calls_for(fn, max_calls)
 
     def body():
-        for _ in range(count):
+        for _ in range(calls):
             flush()
             fn()
 
-    calls = group_calls(_profile(body), flush_names)
+    return _profile(body), flush_names, calls
+
+
+def _cold_calls(fn: Callable[[], None], max_calls: int, warmup: int) -> list[list]:
+    """Each profiled call's kernel records (profile_cold_calls, split_calls)."""
+    prof, flush_names, count = profile_cold_calls(fn, max_calls=max_calls, warmup=warmup)
+    calls = split_calls(_device_kernels(prof), flush_names)
     if len(calls) != count:
         raise TimingError(f"profile split into {len(calls)} calls, expected {count}")
     return calls
@@ -125,38 +135,44 @@ def _profiled_calls(fn: Callable[[], None], max_calls: int, warmup: int) -> list
 
 def kernel_time_us(fn: Callable[[], None], max_calls: int = 100, warmup: int = 3) -> float:
     """Median CUPTI time of one call of `fn` with a cold L2 (see module docstring), in µs."""
-    return kernel_times_us(fn, max_calls, warmup)[0]
+    return statistics.median(call_span(c) for c in _cold_calls(fn, max_calls, warmup))
 
 
 def kernel_times_us(fn: Callable[[], None], max_calls: int = 100, warmup: int = 3) -> tuple[float, float]:
-    """(span, kernel sum) of one call of `fn` with a cold L2, medians over calls, in µs: the
-    span from its first kernel's start to its last kernel's end, and the sum of its kernels'
-    durations (see module docstring)."""
-    calls = _profiled_calls(fn, max_calls, warmup)
-    spans = [call_span(c) for c in calls]
-    sums = [sum(e - s for s, e in c) for c in calls]
-    return statistics.median(spans), statistics.median(sums)
+    """(span, kernel sum) of one call of `fn` with a cold L2, medians over calls, in µs (see
+    module docstring)."""
+    calls = _cold_calls(fn, max_calls, warmup)
+    return (statistics.median(call_span(c) for c in calls),
+            statistics.median(sum(end - start for _, start, end in c) for c in calls))
 
 
-def graph_replay_us(fn: Callable[[], None], replays: int = 30, warmup: int = 3) -> float:
-    """Median time of one replay of `fn` captured in a CUDA graph, by CUDA events (warm L2), in
-    µs. Raises RuntimeError (torch's) when `fn` cannot be captured (a host synchronization)."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):  # warm-up off the default stream, as capture requires
+def capture_graph(fn: Callable[[], object], warmup: int = 3) -> Callable[[], None]:
+    """fn captured once into a CUDA graph (after warm-up on a side stream, as capture needs);
+    returns its replay. Raises (torch's error) when fn cannot be captured, e.g. on a host
+    synchronization inside it."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
         for _ in range(warmup):
             fn()
-    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.current_stream().wait_stream(stream)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         fn()
+    return graph.replay
+
+
+def graph_replay_us(fn: Callable[[], object], replays: int = 30, warmup: int = 3) -> float:
+    """Median time of one replay of `fn` captured in a CUDA graph (capture_graph), by CUDA
+    events (warm L2), in µs."""
+    replay = capture_graph(fn, warmup)
     for _ in range(warmup):
-        graph.replay()
+        replay()
     times = []
     for _ in range(replays):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        graph.replay()
+        replay()
         end.record()
         end.synchronize()
         times.append(start.elapsed_time(end) * 1e3)
