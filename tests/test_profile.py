@@ -19,6 +19,8 @@ SCRIPT = ROOT / "scripts" / "profile.py"
 NCU_RAW = DATA / "ncu_raw_prefill_T8192_N1.csv"
 NCU_DETAILS = DATA / "ncu_details_prefill_T8192_N1.csv"
 PROTON = DATA / "proton_prefill_T8192_N1.hatchet"
+REAL_NCU_RAW = DATA / "ncu_raw_span_summary_T8192_N1_h100.csv"  # made on an H100 (README there)
+REAL_PROTON = DATA / "proton_prefill_T8192_N1_h100.hatchet"
 
 
 def _target(argv):
@@ -164,6 +166,16 @@ def test_raw_page_summary():
     assert state.stalls[0][1] == pytest.approx(9.84 / 21.82)
 
 
+def test_real_raw_page_summary():
+    """The H100 export gives the summary that run printed (docs/data/profile/*_ncu.txt)."""
+    [kernel] = ncu_summary.parse_csv(REAL_NCU_RAW.read_text())
+    s = ncu_summary.summarize(kernel)
+    assert (s.name, s.registers) == ("_span_summary_kernel", 255)
+    assert round(s.duration_us, 2) == 137.73 and round(s.dram_pct, 1) == 22.1 and round(s.l2_pct, 1) == 34.2
+    assert round(s.occupancy_pct, 1) == 11.2 and round(s.tensor_pct, 1) == 22.7
+    assert [r for r, _ in s.stalls[:3]] == ["wait", "long_scoreboard", "short_scoreboard"]
+
+
 def test_details_page_summary_has_what_the_page_holds():
     first = ncu_summary.summarize(ncu_summary.parse_csv(NCU_DETAILS.read_text())[0])
     assert (first.name, first.duration_us, first.dram_pct, first.l2_pct) == ("_chunk_prep_kernel", 18.94, 41.37, 38.12)
@@ -213,6 +225,14 @@ def test_hot_lines_share_of_samples():
     prep = [h for h in lines if h.function == "_chunk_prep_kernel"]
     assert prep[0].path == "/root/.cache/flashinfer_bench/cache/python/gdn-prefill-triton-chunked_3f9c2a71/prefill.py"
     assert prep[0].top_stall == "short_scoreboard"  # "selected" (issuing) is not a stall
+
+
+def test_real_hot_lines():
+    """The H100 Proton tree gives the lines that run printed (docs/data/profile/*_proton.txt)."""
+    lines = proton_lines.hot_lines(json.loads(REAL_PROTON.read_text()), ".")
+    top = lines[0]
+    assert (top.line, top.function, top.samples, top.top_stall) == (98, "_span_summary_kernel", 215662, "short_scoreboard")
+    assert round(100 * top.share, 1) == 9.5 and len(lines) == 143
 
 
 def test_hot_lines_of_one_kernel_and_none():
