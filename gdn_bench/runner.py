@@ -5,9 +5,9 @@ its own "harness" latency, with the contest's warm-up / iteration / trial counts
 definition), then this process checks every algorithm again for the worst margins
 (gdn_bench.checking), times every passing (algorithm, workload) with CUPTI and a cold L2
 ("kernel"), takes the kernel time of the definition's own reference on every workload from
-the cache of reference times or measures it the same way (gdn_bench.reference_times: what
-the contest's score divides by) and, where the definition has one, times the memory floor
-per report group.
+the cache of reference times or measures it the same way (gdn_bench.reference_times: the
+contest's speedup is that time / the submission's) and, where the definition has one, times
+the memory floor per report group.
 Without a GPU, it checks correctness only, with Triton's interpreter (TRITON_INTERPRET=1 must
 be set before triton is first imported: gdn_bench.device.prepare_triton does it).
 Nothing is ever written into the dataset folder. `split` cuts a run into jobs that can run
