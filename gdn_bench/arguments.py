@@ -6,7 +6,7 @@ import argparse
 import os
 from pathlib import Path
 
-from gdn_bench.definitions import resolve
+from gdn_bench.definitions import BOTH, resolve
 from gdn_bench.paths import check_checkout, use_project
 
 
@@ -49,6 +49,16 @@ def definition_name(text: str) -> str:
         return resolve(text).short
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def definitions_name(text: str) -> str:
+    """definition_name's, or BOTH ("both": every definition of the track)."""
+    if text == BOTH:
+        return BOTH
+    try:
+        return definition_name(text)
+    except argparse.ArgumentTypeError as e:
+        raise argparse.ArgumentTypeError(f"{e}, or {BOTH}") from None
 
 
 def _creatable(path: Path) -> None:

@@ -5,35 +5,44 @@
     python scripts/run_local.py --definition prefill --algo all
     python scripts/run_local.py --algo all --batch-sizes 1,64
     python scripts/run_local.py --algo fla-recurrent,fi-baseline --dataset ~/mlsys26-contest
+    python scripts/run_local.py --definition both       # the track: decode, then prefill, then the track score
 
 With a CUDA GPU: every selected workload, correctness + timing tiers (harness, kernel, and
-for decode the memory floor). Without one: correctness only, with Triton's interpreter, on
+for decode the memory floor), the kernel time of the definition's own reference (cached per
+GPU model and workload; --reference, --reference-cache) and the contest score: the mean over
+workloads of the reference's time / the submission's. Without one: correctness only, with Triton's interpreter, on
 the definition's CPU subset unless flags choose the workloads (-n: the first N of each
 report group). Random inputs come from --seed. The trace set is the definition's own unless
 --dataset is given: decode's is embedded; prefill's is generated once into the cache folder
 (a small embedded subset on CPU). The project checkout is the script's own unless --root
 names another. Writes results.json, report.txt, margins.png and (when anything was timed)
-kernel_time.png under --out, which is checked first. Exit status: 0 when every (algorithm,
-workload) passed, 1 when any failed or none ran, 2 for bad arguments.
+kernel_time.png under --out, which is checked first (with --definition both: under
+--out/decode and --out/prefill, and on a GPU track.json with the track score under --out). Exit
+status: 0 when every (algorithm, workload) passed, 1 when any failed or none ran, 2 for bad
+arguments.
 """
 
 import argparse
 import datetime
+import json
 import os
 import sys
 from pathlib import Path
 
-from gdn_bench.arguments import (add_root_argument, chosen_project, definition_name, output_folder, positive_int,
-                                 positive_ints, seed)
-from gdn_bench.definitions import DEFAULT, DEFINITIONS, resolve
+from gdn_bench.arguments import (add_root_argument, chosen_project, definitions_name, output_file, output_folder,
+                                 positive_int, positive_ints, seed)
+from gdn_bench.definitions import BOTH, DEFAULT, DEFINITIONS, chosen, resolve
 from gdn_bench.device import prepare_triton
+from gdn_bench.reference_times import MODES, REFERENCE_FILE
+
+TRACK_FILE = "track.json"
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     """The flags every runner shares (run_local and run_modal): all but --dataset and --root."""
     choices = ", ".join(f"{s.short} ({s.name})" for s in DEFINITIONS.values())
-    parser.add_argument("--definition", type=definition_name, default=DEFAULT,
-                        help=f"{choices}; default {DEFAULT}")
+    parser.add_argument("--definition", type=definitions_name, default=DEFAULT,
+                        help=f"{choices}, or {BOTH} (each in turn, then the track score); default {DEFAULT}")
     defaults = ", ".join(f"{s.submission} for {s.short}" for s in DEFINITIONS.values())
     parser.add_argument("--algo", default=os.environ.get("ALGO"),
                         help=f"NAME[,NAME...] or 'all' (default: $ALGO, else the submission: {defaults})")
@@ -53,6 +62,14 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=seed, default=0,
                         help="seed of the random inputs the kit draws (each workload's from it and its uuid), "
                              "printed in the report; default 0")
+    parser.add_argument("--reference", choices=MODES, default=MODES[0],
+                        help="the kernel times of the definition's own reference (GPU; the contest's speedup is "
+                             "its time / ours): cached = take them from the cache, measuring those missing "
+                             "(default); measure = measure every one anew; skip = measure none (none cached: no "
+                             "contest score)")
+    parser.add_argument("--reference-cache", type=output_file, metavar="FILE",
+                        help=f"the file of reference times, one per GPU model and workload, to copy and share "
+                             f"(default: {REFERENCE_FILE} in the cache folder, $GDN_BENCH_CACHE or ~/.cache/gdn-bench)")
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     parser.add_argument("--out", type=output_folder, default=str(Path("results") / now),
                         help="results folder, checked before anything runs (default results/<UTC time>)")
@@ -68,23 +85,32 @@ def build_parser(checkout: Path) -> argparse.ArgumentParser:
     return parser
 
 
-def settings_from_args(args: argparse.Namespace):
-    """RunSettings from parsed arguments; raises ValueError for an unknown algorithm or a size
-    flag of another definition."""
+def settings_from_args(args: argparse.Namespace) -> list:
+    """One RunSettings per definition --definition names (both: decode, then prefill, each
+    writing under --out/<definition>); raises ValueError for an unknown algorithm or a size
+    flag of a definition that does not run."""
     from gdn_bench.algos import resolve as resolve_algos
     from gdn_bench.runner import RunSettings
 
-    spec = resolve(args.definition)
+    specs = chosen(args.definition)
     for other in DEFINITIONS.values():
-        if other is not spec and getattr(args, f"sizes_{other.short}") is not None:
+        if other not in specs and getattr(args, f"sizes_{other.short}") is not None:
             raise ValueError(f"{other.size_flag} applies to --definition {other.short}; "
-                             f"{spec.short} selects by {spec.size_flag}")
-    return RunSettings(
-        algos=[a.name for a in resolve_algos(spec.algos_by_name, args.algo or spec.submission)],
-        dataset=args.dataset, definition=spec.short, num_workloads=args.num_workloads,
-        sizes=getattr(args, f"sizes_{spec.short}"), workload_id=args.workload_id,
-        warmup=args.warmup, iterations=args.iterations, trials=args.trials, seed=args.seed, out=args.out,
-    )
+                             f"{specs[0].short} selects by {specs[0].size_flag}")
+    runs = []
+    for spec in specs:
+        try:
+            algos = [a.name for a in resolve_algos(spec.algos_by_name, args.algo or spec.submission)]
+        except ValueError as e:
+            raise ValueError(f"{spec.short}: {e}" if len(specs) > 1 else str(e)) from None
+        runs.append(RunSettings(
+            algos=algos, dataset=args.dataset, definition=spec.short, num_workloads=args.num_workloads,
+            sizes=getattr(args, f"sizes_{spec.short}"), workload_id=args.workload_id,
+            warmup=args.warmup, iterations=args.iterations, trials=args.trials, seed=args.seed,
+            out=args.out / spec.short if len(specs) > 1 else args.out,
+            reference=args.reference, reference_file=args.reference_cache,
+        ))
+    return runs
 
 
 def report(results, out: Path) -> int:
@@ -103,6 +129,27 @@ def report(results, out: Path) -> int:
     return 0 if summary.total and summary.passed == summary.total else 1
 
 
+def report_track(runs: list, out: Path) -> dict:
+    """The track score of runs of every definition (Results, each with its submission): print
+    it, or why there is none, and write it to TRACK_FILE under `out`; returns what was written."""
+    from gdn_bench.results import summarize, track_score
+
+    summaries = {r.meta["definition"]: summarize(r, resolve(r.meta["definition"])) for r in runs}
+    scores = {name: s.contest_score for name, s in summaries.items()}
+    track = {"contest_scores": scores, "track_score": track_score(scores),
+             "fi_ratios": {name: s.fi_ratio for name, s in summaries.items()}}
+    names = " and ".join(resolve(name).short for name in scores)
+    if track["track_score"] is None:
+        missing = ", ".join(resolve(name).short for name, score in scores.items() if score is None)
+        print(f"track score: not measured (no contest score for {missing})")
+    else:
+        print(f"track score: {track['track_score']:.2f} (the mean of the {names} contest scores, "
+              + ", ".join(f"{score:.2f}" for score in scores.values()) + ")")
+    out.mkdir(parents=True, exist_ok=True)
+    (out / TRACK_FILE).write_text(json.dumps(track, indent=2), encoding="utf-8")
+    return track
+
+
 def main(argv=None, *, checkout: Path) -> int:
     """run_local with `argv` (default sys.argv[1:]); `checkout` is the calling script's own."""
     parser = build_parser(checkout)
@@ -111,10 +158,14 @@ def main(argv=None, *, checkout: Path) -> int:
     prepare_triton()
     from gdn_bench.runner import run
 
+    statuses, runs = [], []
     try:
-        settings = settings_from_args(args)
-        results = run(settings)
+        for settings in settings_from_args(args):
+            runs.append(run(settings))
+            statuses.append(report(runs[-1], settings.out))
     except (ValueError, FileNotFoundError) as e:
         print(f"run_local: error: {e}", file=sys.stderr)
         return 2
-    return report(results, settings.out)
+    if len(runs) > 1 and any(r.meta["mode"] == "gpu" for r in runs):  # on CPU nothing is timed: no score
+        report_track(runs, args.out)
+    return max(statuses)

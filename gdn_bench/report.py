@@ -1,7 +1,8 @@
 """Render a Results and its Summary (gdn_bench.results.summarize derives every number shown):
 the console table, grouped as the definition says (by batch size for decode, by
-total_seq_len rounded up to a power of two for prefill), results.json, and a PNG plot of
-kernel time against that group per algorithm, with the memory floor where there is one."""
+total_seq_len rounded up to a power of two for prefill), with the submission's contest score
+and FI ratio under it, results.json, and a PNG plot of kernel time against that group per
+algorithm, with the memory floor where there is one."""
 
 import json
 import textwrap
@@ -15,7 +16,13 @@ HARNESS_NOTE = (
     "harness  = flashinfer-bench 0.1.2's latency: it synchronizes inside its timing loop, so it includes host "
     "launch cost (flashinfer-bench issue #195).\n"
     "kernel   = CUPTI GPU time per call, cold L2 (256 MB flush), first kernel start to last kernel end, median: "
-    "the official evaluator's method."
+    "the official evaluator's method.\n"
+    "ref      = the same measurement of the definition's own reference (its `reference` code): the contest's "
+    "speedup is its time / ours.\n"
+    "speedup  = mean over the group's workloads of ref / kernel, the contest's per-workload speedup; share = the "
+    "group's part of the\n"
+    "           algorithm's contest score. vs pt-ref, vs FI = pt-reference's, fi-baseline's median kernel time / "
+    "this one's."
 )
 FLOOR_NOTE = "floor    = the same measurement of new_state.copy_(state): the bytes any kernel must move."
 INDENT = " " * 12  # continuation lines of the header
@@ -72,8 +79,24 @@ def header(results: Results, summary: Summary) -> list[str]:
         lines += [f"{INDENT}The interpreter truncates float32 to bfloat16 (a GPU rounds to nearest), so bf16 "
                   "outputs carry up to", f"{INDENT}2^-7 relative error on CPU: margins near 0.78 are that rounding."]
     else:
+        lines += _reference_lines(meta, summary)
         lines.append(HARNESS_NOTE + ("\n" + FLOOR_NOTE if spec.floor_us is not None else ""))
     return lines
+
+
+def _reference_lines(meta: dict, summary: Summary) -> list[str]:
+    """Where the definition reference's times came from: cached, measured now, failed, or not
+    measured (--reference skip with none cached), and the cache they live in."""
+    counts, mode = summary.reference, meta.get("reference", {}).get("mode")
+    missing = counts.get("workloads", 0) - sum(counts.get(s, 0) for s in ("cached", "measured", "failed"))
+    parts = [f"{counts[s]} {s}" + (" now" if s == "measured" else "") for s in ("cached", "measured", "failed")
+             if counts.get(s)]
+    if missing:
+        parts.append(f"{missing} not measured" + (" (--reference skip)" if mode == "skip" else ""))
+    file = meta.get("reference", {}).get("file")
+    text = (f"reference:  the definition's own, timed as kernel: of {counts.get('workloads', 0)} workloads, "
+            f"{', '.join(parts)}" + (f"; cache: {file}" if file else ""))
+    return textwrap.wrap(text, width=100, subsequent_indent=INDENT)
 
 
 def shortened(message: str, limit: int = MESSAGE_CHARS) -> str:
@@ -107,7 +130,7 @@ def format_table(results: Results, summary: Summary) -> str:
     if not cpu:
         columns += f" {'harness µs':>11} {'kernel µs':>10}"
         columns += f" {'floor µs':>9} {'×floor':>7}" if floors else ""
-        columns += f" {'vs ref':>8} {'vs FI':>7}"
+        columns += f" {'ref µs':>10} {'speedup':>9} {'share':>6} {'vs pt-ref':>9} {'vs FI':>7}"
     out = [*header(results, summary), "", columns, "-" * len(columns)]
     last_group = None
     for line, status in zip(summary.lines, statuses):
@@ -120,17 +143,40 @@ def format_table(results: Results, summary: Summary) -> str:
             text += f" {_fmt(line.harness_us, '.1f'):>11} {_fmt(line.kernel_us):>10}"
             if floors:
                 text += f" {_fmt(results.floors_us.get(line.group)):>9} {_fmt(line.x_floor, '.2f', '×'):>7}"
-            text += f" {_fmt(line.vs_reference, '.1f', '×'):>8} {_fmt(line.vs_fi_baseline, '.2f', '×'):>7}"
+            text += (f" {_fmt(line.reference_us, '.1f'):>10} {_fmt(line.speedup, '.1f', '×'):>9}"
+                     f" {_fmt(line.score_share, '.1%'):>6}"
+                     f" {_fmt(line.vs_reference, '.1f', '×'):>9} {_fmt(line.vs_fi_baseline, '.2f', '×'):>7}")
         out.append(text)
     out += _problem_lines(summary)
     for algo, reason in results.skipped.items():
         out.append(f"skipped {algo}: {reason}")
-    line = f"passed {summary.passed}/{summary.total} (algorithm, workload) cases"
-    if summary.score is not None:
-        line += (f"; contest-style score of {results.meta.get('submission')} "
-                 f"(mean fi-baseline/ours kernel time): {summary.score:.3f}")
-    out.append(line)
+    out.append(f"passed {summary.passed}/{summary.total} (algorithm, workload) cases")
+    if not cpu:
+        out += score_lines(results.meta.get("submission"), summary)
     return "\n".join(out)
+
+
+def score_lines(algo: str, summary: Summary) -> list[str]:
+    """The two scores of `algo` (the submission), in words, if it ran: the contest score (or
+    why there is none) and the FI ratio (if fi-baseline ran)."""
+    ours = summary.algos.get(algo)
+    if ours is None:
+        return []
+    score = ours["contest_score"]
+    if score is not None:
+        over = f"{ours['scored']}" + ("" if ours["scored"] == ours["total"] else f" of its {ours['total']}")
+        lines = [f"contest score of {algo}: {score:.2f} (mean over {over} workloads of the definition reference's "
+                 "kernel time / ours)"]
+    elif summary.reference.get("cached") or summary.reference.get("measured"):
+        lines = [f"contest score of {algo}: none (no workload where it passed and both were timed)"]
+    elif summary.reference.get("failed"):
+        lines = [f"contest score of {algo}: not measured (the reference's timing failed: results.json says why)"]
+    else:
+        lines = [f"contest score of {algo}: not measured (no reference times: --reference skip, and none cached)"]
+    if ours["fi_ratio"] is not None:
+        lines.append(f"FI ratio of {algo}: {ours['fi_ratio']:.3f} (mean over {ours['fi_compared']} workloads of "
+                     "fi-baseline's kernel time / ours; a peer ratio, not the contest's score)")
+    return lines
 
 
 def write_json(results: Results, summary: Summary, path: Path) -> None:

@@ -6,5 +6,8 @@ definition registers an algorithm under each of these names (gdn_bench.definitio
 submission has a name of its own (DefinitionSpec.submission, recorded in a run's meta).
 """
 
-BASELINE = "fi-baseline"  # the contest's baseline: the score is its kernel time over the submission's
-REFERENCE = "pt-reference"  # the definition's math as a plain PyTorch loop: the slowest honest implementation
+# FlashInfer, as the contest's baseline calls it: the FI ratio is its kernel time over the submission's.
+BASELINE = "fi-baseline"
+# The definition's math as a plain PyTorch loop, the slowest honest implementation; not the
+# definition's own `reference`, whose time the contest score divides by ours (gdn_bench.reference_times).
+REFERENCE = "pt-reference"

@@ -4,7 +4,10 @@ On a GPU, each workload goes through flashinfer-bench's Benchmark (status, max e
 its own "harness" latency, with the contest's warm-up / iteration / trial counts for the
 definition), then this process checks every algorithm again for the worst margins
 (gdn_bench.checking), times every passing (algorithm, workload) with CUPTI and a cold L2
-("kernel") and, where the definition has one, times the memory floor per report group.
+("kernel"), takes the kernel time of the definition's own reference on every workload from
+the cache of reference times or measures it the same way (gdn_bench.reference_times: the
+contest's speedup is that time / the submission's) and, where the definition has one, times
+the memory floor per report group.
 Without a GPU, it checks correctness only, with Triton's interpreter (TRITON_INTERPRET=1 must
 be set before triton is first imported: gdn_bench.device.prepare_triton does it).
 Nothing is ever written into the dataset folder. `split` cuts a run into jobs that can run
@@ -27,6 +30,7 @@ from gdn_bench.dataset import load_trace_set
 from gdn_bench.definitions import DEFAULT, DefinitionSpec, resolve
 from gdn_bench.packing import PackError
 from gdn_bench.paths import harness_outside_project, project_root
+from gdn_bench.reference_times import ReferenceTimes, collect, default_file
 from gdn_bench.results import Results, Row
 from gdn_bench.timing import TimingError, kernel_time_us
 
@@ -51,6 +55,9 @@ class RunSettings:
     seed: int = 0
     out: Path = Path("results")
     shard: tuple[int, int] | None = None  # (index, count): one slice of the selection, see select_workloads
+    reference: str | None = "cached"
+    reference_file: Path | None = None
+    reference_known: dict[str, dict] | None = None
 
     @property
     def spec(self) -> DefinitionSpec:
@@ -111,8 +118,10 @@ def first_per_group(workloads: list[Workload], group_of, count: int) -> list[Wor
 
 def split(settings: RunSettings, groups: int) -> list[RunSettings]:
     """One job per (algorithm, size group): each algorithm's selection cut into `groups`
-    slices of neighbouring sizes. Together the jobs cover exactly what `settings` covers."""
-    return [replace(settings, algos=[algo], shard=(i, groups)) for algo in settings.algos for i in range(groups)]
+    slices of neighbouring sizes. Together the jobs cover exactly what `settings` covers; the
+    reference times are the first algorithm's jobs' to get, once per workload."""
+    return [replace(settings, algos=[algo], shard=(i, groups), reference=settings.reference if n == 0 else None)
+            for n, algo in enumerate(settings.algos) for i in range(groups)]
 
 
 def harness_settings(settings: RunSettings) -> dict:
@@ -165,7 +174,20 @@ def _meta(settings: RunSettings, trace_set: TraceSet, cpu: bool) -> dict:
         "versions": {p: version(p) for p in ("torch", "triton", "flashinfer-bench", "flashinfer-python",
                                                  "flash-linear-attention")},
         "harness": harness_settings(settings),
+        "reference": {"mode": settings.reference, "file": _str_or_none(_reference_file(settings))},
     }
+
+
+def _reference_file(settings: RunSettings) -> Path | None:
+    """The file of reference times the run reads and writes; None when it has its entries in memory."""
+    return None if settings.reference_known is not None else settings.reference_file or default_file()
+
+
+def _reference_times(settings: RunSettings) -> ReferenceTimes:
+    """The cached reference times the run starts from: settings.reference_known, else the file's."""
+    if settings.reference_known is not None:
+        return ReferenceTimes(None, dict(settings.reference_known))
+    return ReferenceTimes.load(_reference_file(settings))
 
 
 def _packed(algos, results: Results, workloads):
@@ -192,9 +214,14 @@ def run(settings: RunSettings) -> Results:
     trace_set = load_trace_set(settings.dataset or spec.default_dataset(not cpu), spec.name)
     workloads = select_workloads([t.workload for t in trace_set.workloads[spec.name]], settings, cpu)
     results = Results(meta=_meta(settings, trace_set, cpu))
+    # Read before any work, so that a broken file stops the run at once.
+    times = None if cpu or settings.reference is None else _reference_times(settings)
     solutions = _packed(algos, results, workloads)
     if solutions and workloads:
         (_run_cpu if cpu else _run_gpu)(settings, trace_set, workloads, solutions, results)
+        if times is not None:
+            _reference_tier(settings.reference, trace_set.definitions[spec.name], trace_set.root, workloads, times,
+                            results, settings.seed)
     kinds = {w.uuid: spec.workload_kind(w) for w in workloads}
     for row in results.rows:
         row.kind = kinds[row.workload]
@@ -296,3 +323,21 @@ def _kernel_tier(spec, definition, root, workloads, solutions, rows: dict, seed:
                 row.kernel_us = kernel_time_us(call)
         except TimingError as e:
             row.message = f"kernel timing failed: {e}"
+
+
+def _reference_tier(mode: str, definition, root, workloads, times: ReferenceTimes, results: Results,
+                    seed: int) -> None:
+    """The kernel time of the definition's own reference (flashinfer-bench's build_reference,
+    as the contest builds it) on every workload, into results.reference: cached or measured
+    as reference_times.collect says, measured as the kernel tier measures an algorithm."""
+    from flashinfer_bench.compile import BuilderRegistry
+
+    reference = BuilderRegistry.get_instance().build_reference(definition)
+
+    def measure(w) -> float:
+        call = SolutionCall(definition, reference, workload_inputs(definition, w, root, "cuda", seed), "cuda")
+        with torch.no_grad():
+            return kernel_time_us(call)
+
+    results.reference.update(collect(mode, torch.cuda.get_device_name(), definition, root, workloads, times, measure,
+                                     torch.__version__))

@@ -5,15 +5,19 @@ run_local does.
     modal run scripts/run_modal.py --definition prefill --algo all
     modal run scripts/run_modal.py --algo all --gpu H100
     modal run scripts/run_modal.py --volume mlsys26-contest --volume-path /mlsys26-contest -n 20
+    modal run scripts/run_modal.py --definition both        # the track: both definitions' jobs at once
     python scripts/run_modal.py [same flags]                # checks them before contacting Modal
 
 Flags: run_local's (--definition, --algo or $ALGO, -n, --batch-sizes / --seq-lens, --workload-id,
---warmup, --iterations, --trials, --out) except --dataset, plus the Modal ones below. The trace
-set is the definition's own (decode: embedded; prefill: the generated mix), or the one at
---volume-path inside the Modal Volume --volume.
+--warmup, --iterations, --trials, --seed, --reference, --reference-cache, --out) except
+--dataset, plus the Modal ones below. The trace set is the definition's own (decode: embedded;
+prefill: the generated mix), or the one at --volume-path inside the Modal Volume --volume.
 Each (algorithm, size group) is one job: gdn_bench.runner.run in a container of the contest's
 evaluation image, on up to --max-containers GPUs at once. Their partial results merge into one
-report, written locally under --out as run_local writes it (results.json, report.txt and the plots).
+report per definition, written locally under --out as run_local writes it (results.json,
+report.txt and the plots; with --definition both, under --out/<definition> and track.json).
+The reference times live in the local cache file, as for run_local: the jobs of the first
+algorithm get its entries, measure those missing, and what they measured is written into it.
 The Volume gdn-decode-kit-triton-cache holds Triton's cache, so kernels compile once, and the
 generated prefill trace set (written by one container before the jobs start).
 Needs Modal credentials (`modal setup`). Exit status: 0 when every (algorithm, workload)
@@ -23,14 +27,16 @@ passed, 1 when any failed, 2 for bad arguments or missing credentials.
 import argparse
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import modal
 
 from gdn_bench.arguments import positive_int
-from gdn_bench.cli import add_run_arguments, report, settings_from_args
+from gdn_bench.cli import add_run_arguments, report, report_track, settings_from_args
 from gdn_bench.device import prepare_triton
 from gdn_bench.paths import checkout_of, use_project
+from gdn_bench.reference_times import ReferenceTimes, as_cached, default_file
 
 EVAL_IMAGE = "flashinfer/flashinfer-ci-cu132:latest"  # the contest's evaluation image
 DEFAULT_GPU = "B200"
@@ -139,7 +145,8 @@ def jobs(settings, own_dataset: bool) -> list:
 
 
 def plan(argv: list[str] | None) -> tuple[list, argparse.Namespace]:
-    """The jobs and the parsed flags (args.out resolved) from the command line. Bad flags exit
+    """The jobs and the parsed flags from the command line (args.reference_cache: the file of
+    reference times, read here). Bad flags, or a file that is not one of reference times, exit
     with status 2 here, before anything is sent to Modal."""
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -148,12 +155,13 @@ def plan(argv: list[str] | None) -> tuple[list, argparse.Namespace]:
         parser.error("--volume-path needs --volume")
     args.dataset = DATASET_MOUNT / args.volume_path.lstrip("/") if args.volume else None
     try:
-        settings = settings_from_args(args)
-        todo = jobs(settings, own_dataset=args.volume is None)
+        todo = [job for settings in settings_from_args(args) for job in jobs(settings, own_dataset=args.volume is None)]
+        args.reference_cache = args.reference_cache or default_file()
+        known = ReferenceTimes.load(args.reference_cache).entries
     except ValueError as e:
         parser.error(str(e))
-    args.out = settings.out
-    return todo, args
+    # The jobs that get reference times get the cached ones (they cannot read this machine's file).
+    return [replace(job, reference_known=known if job.reference else None) for job in todo], args
 
 
 def configured_job(gpu: str, max_containers: int, volume: str | None) -> modal.Function:
@@ -165,21 +173,37 @@ def configured_job(gpu: str, max_containers: int, volume: str | None) -> modal.F
 
 
 def launch(todo: list, args: argparse.Namespace) -> int:
-    """Run the jobs on the running app, merge their results and write the report. The
-    definition's own trace set is prepared first, by one container, when it is generated."""
+    """Run the jobs on the running app, merge their results per definition, write each report
+    (and the track score when both ran) and keep the reference times they measured in the
+    local cache file. Each definition's own trace set is prepared first, by one container,
+    when it is generated."""
     from gdn_bench.results import Results, merge
 
     print(f"run_modal: {len(todo)} jobs on up to {args.max_containers} {args.gpu} GPUs")
+    outs = {job.spec.name: job.out for job in todo}  # each definition's folder, in the order they run
+    times = ReferenceTimes(args.reference_cache)
     try:
         if args.volume is None:
-            print(f"run_modal: trace set {prepare_dataset.remote(args.definition)}")
+            for name in outs:
+                print(f"run_modal: trace set {prepare_dataset.remote(name)}")
         parts = configured_job(args.gpu, args.max_containers, args.volume).map(todo)
-        results = merge([Results.from_json(part) for part in parts])
-        results.meta.update(root=str(PROJECT_ROOT), package=None)  # the checkout whose sources the jobs ran
+        parts = [Results.from_json(part) for part in parts]
     except (ValueError, FileNotFoundError, modal.exception.NotFoundError) as e:
         print(f"run_modal: error: {e}", file=sys.stderr)
         return 2
-    return report(results, args.out)
+    statuses, runs = [], []
+    for name, out in outs.items():
+        results = merge([part for part in parts if part.meta["definition"] == name])
+        # The checkout whose sources the jobs ran, and the file that keeps their reference times.
+        results.meta.update(root=str(PROJECT_ROOT), package=None)
+        results.meta["reference"]["file"] = str(times.path)
+        if as_cached(results.reference):
+            times.save(as_cached(results.reference))
+        runs.append(results)
+        statuses.append(report(results, out))
+    if len(runs) > 1 and any(r.meta["mode"] == "gpu" for r in runs):  # .local() on CPU: nothing timed
+        report_track(runs, args.out)
+    return max(statuses)
 
 
 @app.local_entrypoint()

@@ -20,7 +20,8 @@ from helpers import ROOT, SEED
 
 
 def _settings(argv):
-    return cli.settings_from_args(cli.build_parser(ROOT).parse_args(argv))
+    [settings] = cli.settings_from_args(cli.build_parser(ROOT).parse_args(argv))
+    return settings
 
 
 def test_definition_by_short_or_full_name(monkeypatch):

@@ -1,6 +1,8 @@
 """scripts/run_local.py (gdn_bench.cli) on CPU, decode: arguments, every error path, the
-correctness-only fallback end to end, results.json and the plot; plus the pieces it is built
-from (CUPTI grouping, score). Prefill's CLI is in test_prefill_harness.py."""
+correctness-only fallback end to end (one definition and both), results.json and the plot;
+plus the pieces it is built from (CUPTI grouping, group medians). Prefill's CLI is in
+test_prefill_harness.py; the scores in test_scores.py; the reference times' cache in
+test_reference_times.py (and, on a GPU, here)."""
 
 import json
 import os
@@ -14,13 +16,14 @@ import torch
 from gdn_bench import cli
 from gdn_bench.definitions import DEFINITIONS
 from gdn_bench.paths import EMBEDDED_PATH, use_project
-from gdn_bench.results import Results, Row, contest_score, summarize
+from gdn_bench.results import Results, Row, fi_ratio, summarize
 from gdn_bench.timing import TimingError, group_call_times
 from helpers import ROOT
 
 
 def _settings(argv):
-    return cli.settings_from_args(cli.build_parser(ROOT).parse_args(argv))
+    [settings] = cli.settings_from_args(cli.build_parser(ROOT).parse_args(argv))
+    return settings
 
 
 def test_defaults(monkeypatch):
@@ -50,7 +53,8 @@ def test_all_and_filters():
 
 @pytest.mark.parametrize("argv", [["--batch-sizes", "1,x"], ["--batch-sizes", "0"], ["--batch-sizes", "1,,4"],
                                   ["-n", "0"], ["-n", "abc"], ["--iterations", "-1"], ["--definition", "nope"],
-                                  ["--seed", "-1"], ["--seed", "x"]], ids=" ".join)
+                                  ["--seed", "-1"], ["--seed", "x"], ["--reference", "fresh"],
+                                  ["--reference-cache", "/"]], ids=" ".join)
 def test_bad_numbers_exit_2(argv, capsys):
     with pytest.raises(SystemExit) as e:
         cli.build_parser(ROOT).parse_args(argv)
@@ -58,6 +62,31 @@ def test_bad_numbers_exit_2(argv, capsys):
     flag = "-n/--num-workloads" if argv[0] == "-n" else argv[0]
     assert e.value.code == 2 and last.startswith(f"run_local.py: error: argument {flag}: ")
     assert argv[1] in last and "positive_int" not in last  # the value, and no internal name
+
+
+def test_reference_flags(tmp_path):
+    s = _settings([])
+    assert (s.reference, s.reference_file) == ("cached", None)  # None: reference_times.default_file()
+    s = _settings(["--reference", "skip", "--reference-cache", str(tmp_path / "times.json")])
+    assert (s.reference, s.reference_file) == ("skip", tmp_path / "times.json")
+
+
+def test_definition_both_runs_each_under_its_own_folder(monkeypatch, tmp_path):
+    monkeypatch.delenv("ALGO", raising=False)
+    runs = cli.settings_from_args(cli.build_parser(ROOT).parse_args(
+        ["--definition", "both", "--batch-sizes", "1", "--seq-lens", "6", "--out", str(tmp_path)]))
+    assert [(s.definition, s.algos, s.sizes, s.out) for s in runs] == [
+        ("decode", ["fla-recurrent"], [1], tmp_path / "decode"),
+        ("prefill", ["triton-chunked"], [6], tmp_path / "prefill")]
+    with pytest.raises(ValueError, match="^prefill: unknown algorithm fla-recurrent; valid: triton-chunked"):
+        cli.settings_from_args(cli.build_parser(ROOT).parse_args(["--definition", "both", "--algo", "fla-recurrent"]))
+
+
+def test_an_unknown_definition_names_both_among_the_valid_ones(capsys):
+    with pytest.raises(SystemExit):
+        cli.build_parser(ROOT).parse_args(["--definition", "track"])
+    assert "unknown definition 'track'; valid: decode (gdn_decode_qk4_v8_d128_k_last), prefill " \
+           "(gdn_prefill_qk4_v8_d128_k_last), or both" in capsys.readouterr().err
 
 
 def _main(argv, capsys):
@@ -115,6 +144,33 @@ def test_only_unavailable_algorithms_ran_nothing(capsys, tmp_path, monkeypatch):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report.txt", "results.json"]
 
 
+def test_both_definitions_on_cpu(capsys, tmp_path, monkeypatch):
+    """Without a GPU (hidden here): each definition's report in its folder, and no track score."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setenv("TRITON_INTERPRET", os.environ.get("TRITON_INTERPRET", "0"))  # restored after the CPU path sets it
+    code, out, _ = _main(["--definition", "both", "--algo", "pt-reference", "--batch-sizes", "1", "--seq-lens", "6",
+                          "-n", "1", "--out", str(tmp_path)], capsys)
+    assert code == 0 and out.count("passed 1/1 (algorithm, workload) cases") == 2 and "score" not in out
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["decode", "prefill"]  # no track.json: nothing timed
+    for name in ("decode", "prefill"):
+        meta = json.loads((tmp_path / name / "results.json").read_text())["meta"]
+        assert meta["definition"] == DEFINITIONS[name].name and meta["reference"]["mode"] == "cached"
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="times the definition's reference on a GPU")
+def test_a_second_gpu_run_reuses_the_reference_times(tmp_path):
+    from gdn_bench.runner import RunSettings, run
+
+    settings = RunSettings(algos=["fla-recurrent"], sizes=[1], num_workloads=1, reference_file=tmp_path / "times.json",
+                           out=tmp_path / "out")
+    first, second = run(settings), run(settings)
+    [(workload, measured)] = first.reference.items()
+    assert measured["source"] == "measured" and measured["us"] > 0 and (tmp_path / "times.json").is_file()
+    assert second.reference[workload]["source"] == "cached" and second.reference[workload]["us"] == measured["us"]
+    summary = summarize(second, DEFINITIONS["decode"])
+    assert summary.contest_score == pytest.approx(measured["us"] / second.rows[0].kernel_us)
+
+
 def _dataset_files():
     return sorted((p.relative_to(EMBEDDED_PATH), p.stat().st_mtime_ns) for p in EMBEDDED_PATH.rglob("*") if p.is_file())
 
@@ -139,7 +195,8 @@ def test_cpu_fallback_end_to_end(tmp_path):
         assert said in result.stdout, said
     assert "max rel" not in result.stdout  # the margin decides, and is shown instead
     data = json.loads((out / "results.json").read_text())
-    assert set(data) == {"meta", "skipped", "floors_us", "rows", "summary"}
+    assert set(data) == {"meta", "skipped", "floors_us", "rows", "reference", "summary"}
+    assert data["reference"] == {} and "score" not in result.stdout  # nothing timed on CPU: no score
     assert data["meta"]["mode"] == "cpu-correctness" and data["meta"]["versions"]["torch"]
     assert (data["meta"]["seed"], data["meta"]["check"]) == (0, {"atol": 0.01, "rtol": 0.01})
     assert sorted((r["algo"], r["axes"]["batch_size"]) for r in data["rows"]) == [
@@ -180,11 +237,13 @@ def test_summary_derives_group_medians_and_ratios():
     assert (ours[1].kernel_us, ours[1].harness_us, ours[1].worst_margin) == (3.0, 10.0, 0.5)
     assert (ours[1].x_floor, ours[1].vs_fi_baseline, ours[1].vs_reference) == (2.0, 2.0, 100.0)
     assert (ours[4].passed, ours[4].total, ours[4].failures, ours[4].kernel_us) == (0, 1, ["INCORRECT_NUMERICAL"], None)
-    assert (summary.passed, summary.total, summary.score) == (4, 5, 3.0)  # w1 alone ran both: 6 / 2
-    assert summary.algos["fla-recurrent"] == {"passed": 2, "total": 3, "score_vs_fi_baseline": 3.0}
+    assert (summary.passed, summary.total, summary.fi_ratio) == (4, 5, 3.0)  # w1 alone ran both: 6 / 2
+    assert summary.algos["fla-recurrent"] == {"passed": 2, "total": 3, "contest_score": None, "scored": 0,
+                                              "fi_ratio": 3.0, "fi_compared": 1}
+    assert summary.contest_score is None  # no reference times
 
 
-def test_contest_score_is_the_mean_of_per_workload_ratios():
+def test_fi_ratio_is_the_mean_of_per_workload_ratios():
     b1, b64 = {"batch_size": 1}, {"batch_size": 64}
     rows = [Row("fi-baseline", "w1", b1, "PASSED", kernel_us=3.0),
             Row("fla-recurrent", "w1", b1, "PASSED", kernel_us=2.0),
@@ -193,8 +252,8 @@ def test_contest_score_is_the_mean_of_per_workload_ratios():
             Row("fi-baseline", "w3", b64, "PASSED", kernel_us=20.0),
             Row("fla-recurrent", "w3", b64, "INCORRECT_NUMERICAL")]
     meta = {"submission": "fla-recurrent"}
-    assert contest_score(Results(meta=meta, rows=rows)) == pytest.approx((1.5 + 1.0) / 2)
-    assert contest_score(Results(meta=meta, rows=rows[1:2])) is None
+    assert fi_ratio(Results(meta=meta, rows=rows)) == pytest.approx((1.5 + 1.0) / 2)
+    assert fi_ratio(Results(meta=meta, rows=rows[1:2])) is None
 
 
 @pytest.fixture

@@ -59,6 +59,7 @@ def test_split_covers_the_selection_once_in_size_order(definition, groups):
     selection = select_workloads(workloads, settings, cpu=False)
     jobs = split(settings, groups)
     assert [(j.algos, j.shard) for j in jobs] == [([a], (i, groups)) for a in settings.algos for i in range(groups)]
+    assert [j.reference for j in jobs] == ["cached"] * groups + [None] * groups  # one job per workload times it
     slices = [select_workloads(workloads, j, cpu=False) for j in jobs[:groups]]
     assert sorted(w.uuid for s in slices for w in s) == sorted(w.uuid for w in selection)
     sizes = [[w.axes[spec.size_axis] for w in s] for s in slices if s]
@@ -74,6 +75,12 @@ def test_merge_disjoint_parts():
     assert merged.floors_us == {1: 2.0, 4: 3.0}
     assert [(r.algo, r.workload) for r in merged.rows] == [("x", "w1"), ("y", "w1"), ("x", "w2")]
     assert summarize(merged, DEFINITIONS["decode"]).passed == 2
+
+
+def test_merge_keeps_every_parts_reference_times():
+    a = Results(rows=[_row("x", "w1")], reference={"w1": {"us": 7.0, "source": "cached", "key": "k1"}})
+    b = Results(rows=[_row("x", "w2")], reference={"w2": {"us": 9.0, "source": "measured", "key": "k2"}})
+    assert merge([a, b]).reference == {**a.reference, **b.reference}
 
 
 def test_merge_skipped_only_where_it_ran_nowhere():
@@ -138,6 +145,27 @@ def test_plan_prefill_counts_the_generated_mix_without_writing_it(run_modal, tmp
     assert not any(tmp_path.iterdir())
 
 
+def test_plan_gives_the_cached_reference_times_to_the_jobs_that_time_it(run_modal, tmp_path):
+    from gdn_bench.reference_times import ReferenceTimes
+
+    cache = tmp_path / "times.json"
+    ReferenceTimes.load(cache).add("k", {"us": 5.0})
+    jobs, args = run_modal.plan(["--algo", "fla-recurrent,pt-reference", "--reference-cache", str(cache)])
+    groups = DEFINITIONS["decode"].job_groups
+    assert [j.reference_known for j in jobs] == [{"k": {"us": 5.0}}] * groups + [None] * groups
+    assert args.reference_cache == cache
+
+
+def test_plan_both_definitions(run_modal, tmp_path, monkeypatch):
+    monkeypatch.setenv("GDN_BENCH_CACHE", str(tmp_path))
+    jobs, args = run_modal.plan(["--definition", "both", "-n", "1", "--batch-sizes", "1", "--seq-lens", "6",
+                                 "--out", str(tmp_path / "out")])
+    assert [(j.definition, j.algos, j.out) for j in jobs] == [
+        ("decode", ["fla-recurrent"], tmp_path / "out" / "decode"),
+        ("prefill", ["triton-chunked"], tmp_path / "out" / "prefill")]
+    assert args.reference_cache == tmp_path / "reference-times.json"
+
+
 @pytest.mark.parametrize("argv", [["--algo", "nope"], ["--workload-id", "zzz"], ["--volume-path", "x"],
                                   ["--dataset", "somewhere"], ["-n", "0"], ["--definition", "nope"],
                                   ["--definition", "prefill", "--seq-lens", "5,7777"],
@@ -147,6 +175,13 @@ def test_plan_rejects_bad_flags(run_modal, argv, capsys):
         run_modal.plan(argv)
     assert e.value.code == 2
     assert "run_modal.py: error:" in capsys.readouterr().err
+
+
+def test_plan_rejects_a_broken_reference_file(run_modal, tmp_path, capsys):
+    (tmp_path / "times.json").write_text("[]")
+    with pytest.raises(SystemExit) as e:
+        run_modal.plan(["--reference-cache", str(tmp_path / "times.json")])
+    assert e.value.code == 2 and f"reference times file {tmp_path / 'times.json'}: expected" in capsys.readouterr().err
 
 
 @pytest.mark.filterwarnings("ignore:The run_job function is executing locally")
@@ -179,6 +214,33 @@ def test_launch_writes_the_report_run_local_writes(run_modal, monkeypatch, tmp_p
         table = [re.sub(r"date: \S+", "date: #", (tmp_path / name / "report.txt").read_text())
                  for name in ("modal", "local")]
         assert table[0] == table[1]
+
+
+@pytest.mark.filterwarnings("ignore:The run_job function is executing locally")
+@pytest.mark.filterwarnings("ignore:The prepare_dataset function is executing locally")
+def test_launch_keeps_what_the_jobs_measured_in_the_local_file(run_modal, monkeypatch, tmp_path):
+    """The jobs that time the reference return what they measured (stood in for here: CPU jobs
+    time nothing); launch writes it into the local file, beside what it held."""
+    from gdn_bench.reference_times import ReferenceTimes
+
+    def job_measuring(job):
+        part = run_modal.run_job.local(job)
+        if job.reference:
+            part["reference"] = {row["workload"]: {"us": 123.0, "gpu": "B200", "key": f"new-{row['workload']}",
+                                                   "source": "measured"} for row in part["rows"]}
+        return part
+
+    cache = tmp_path / "times.json"
+    ReferenceTimes.load(cache).add("old", {"us": 5.0})
+    monkeypatch.setattr(run_modal, "configured_job", lambda *options: SimpleNamespace(map=lambda jobs: [
+        job_measuring(job) for job in jobs]))
+    monkeypatch.setattr(run_modal, "prepare_dataset", SimpleNamespace(remote=run_modal.prepare_dataset.local))
+    flags = ["--algo", "pt-reference", "--batch-sizes", "1", "-n", "1", "--reference-cache", str(cache)]
+    assert run_modal.launch(*run_modal.plan([*flags, "--out", str(tmp_path / "out")])) == 0
+    results = json.loads((tmp_path / "out" / "results.json").read_text())
+    [workload] = {row["workload"] for row in results["rows"]}
+    assert ReferenceTimes.load(cache).entries == {"old": {"us": 5.0}, f"new-{workload}": {"us": 123.0, "gpu": "B200"}}
+    assert results["meta"]["reference"] == {"mode": "cached", "file": str(cache)}
 
 
 def test_has_credentials_from_environment(run_modal, monkeypatch):

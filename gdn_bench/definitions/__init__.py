@@ -7,6 +7,7 @@ from gdn_bench.definitions.spec import DefinitionSpec
 
 DEFINITIONS: dict[str, DefinitionSpec] = {spec.short: spec for spec in (DECODE, PREFILL)}
 DEFAULT = DECODE.short
+BOTH = "both"  # what --definition takes for every definition of the track, one after the other
 
 
 def resolve(name: str) -> DefinitionSpec:
@@ -16,3 +17,8 @@ def resolve(name: str) -> DefinitionSpec:
             return spec
     valid = ", ".join(f"{s.short} ({s.name})" for s in DEFINITIONS.values())
     raise ValueError(f"unknown definition {name!r}; valid: {valid}")
+
+
+def chosen(name: str) -> list[DefinitionSpec]:
+    """The definitions `name` names: every one for BOTH, else the one `resolve` gives."""
+    return list(DEFINITIONS.values()) if name == BOTH else [resolve(name)]

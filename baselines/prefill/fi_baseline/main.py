@@ -18,7 +18,7 @@ Facts from flashinfer/gdn_prefill.py and its kernels (wheel flashinfer_python-0.
 - A zero-length sequence's final state is left as the allocator gave it (seen on an H200,
   2026-11-22: values up to 4.7e16), where the definition wants zeros, so this baseline fails
   the workloads that hold an empty sequence. It is kept as a contest wrapper calls it; the
-  score skips those workloads (docs/perf.md).
+  FI ratio skips those workloads (docs/perf.md).
 """
 
 import torch

@@ -1,0 +1,114 @@
+"""run_local's contest speedups against flashinfer-bench's own CLI on the same workloads
+(scripts/compare_fib_cli.py).
+
+From a run_local results.json written on a GPU (with reference times), `pick_workloads`
+takes a few workloads where the submission passed, spread over sizes; `write_cli_trace_set`
+writes a trace set folder for flashinfer-bench's CLI: the run's definition as its trace set
+holds it (same reference text), those workloads, a link to the trace set's blobs, and the
+submission packed as pack_solution packs it. `cli_command` is the `flashinfer-bench run`
+command line, with the run's warm-up / iterations / trials; it profiles the reference
+(BenchmarkConfig.profile_baseline is True, and 0.1.2's CLI has no flag to change it) and
+appends one trace per workload under traces/, each with performance.reference_latency_ms,
+latency_ms and speedup_factor (= reference / solution). `compare` puts both side by side.
+
+What to expect: the two time differently. run_local times both the reference and the
+submission as flashinfer-bench's newer evaluator (the contest's) does: CUPTI, first kernel
+start to last kernel end, cold L2, median. flashinfer-bench 0.1.2's CLI records CUDA events
+around each call after a synchronize (cold L2, arguments cloned outside the timing), the mean
+over iterations, then over trials: the host's launch time is inside each call's time. For the
+reference (a Python loop that is mostly host time) the two should agree within the noise; for
+a submission of a few µs the CLI's time holds its launch cost, so its speedup is lower there.
+"""
+
+from pathlib import Path
+
+from flashinfer_bench import Solution, Trace, TraceSet
+
+from gdn_bench.definitions import DefinitionSpec
+from gdn_bench.packing import write_solution
+from gdn_bench.results import Results, Row, speedups
+from gdn_bench.trace_cache import new_trace_set
+
+DEFAULT_COUNT = 5
+
+
+def pick_workloads(results: Results, count: int = DEFAULT_COUNT) -> list[str]:
+    """Up to `count` workloads (uuids) where the submission passed and it and the reference
+    were timed, evenly spread over them in size order (the smallest and the largest included)."""
+    scored = speedups(results, results.meta["submission"], results.reference_us)
+    rows = sorted((r for r in results.rows if r.algo == results.meta["submission"] and r.workload in scored),
+                  key=Row.order)
+    if count <= 1 or len(rows) <= count:
+        return [r.workload for r in rows[:count]]
+    return list(dict.fromkeys(rows[round(i * (len(rows) - 1) / (count - 1))].workload for i in range(count)))
+
+
+def write_cli_trace_set(root: Path, trace_set: TraceSet, definition: str, uuids: list[str],
+                        solution: Solution) -> TraceSet:
+    """A trace set at `root` (a new folder) for flashinfer-bench's CLI: `definition` as
+    `trace_set` holds it, its workloads `uuids`, the blobs linked (blob/ -> the trace set's),
+    and `solution` under solutions/. Returns it as flashinfer-bench loads it."""
+    root.mkdir(parents=True)
+    chosen = new_trace_set(root, trace_set.definitions[definition])
+    by_uuid = {t.workload.uuid: t for t in trace_set.workloads[definition]}
+    chosen.add_workload_traces([by_uuid[u] for u in uuids])
+    if (Path(trace_set.root) / "blob").is_dir():
+        (root / "blob").symlink_to((Path(trace_set.root) / "blob").resolve(), target_is_directory=True)
+    write_solution(solution, root / "solutions" / f"{solution.name}.json")
+    return TraceSet.from_path(str(root))
+
+
+def cli_command(executable: str, root: Path, definition: str, solution: str, harness: dict,
+                isolated: bool) -> list[str]:
+    """`flashinfer-bench run` on the trace set at `root`, one definition and one solution, with
+    run_local's warm-up / iterations / trials (`harness`), saving its traces under root/traces."""
+    command = [executable, "run", "--local", str(root), "--definitions", definition, "--solutions", solution,
+               "--warmup-runs", str(harness["warmup"]), "--iterations", str(harness["iterations"]),
+               "--num-trials", str(harness["trials"]), "--save-results"]
+    return command + (["--use-isolated-runner"] if isolated else [])
+
+
+def compare(results: Results, traces: list[Trace], solution: str, spec: DefinitionSpec) -> list[dict]:
+    """One entry per workload that the CLI evaluated `solution` on: its label, run_local's
+    reference and kernel µs and speedup, the CLI's status, reference and solution µs and
+    speedup_factor, and the CLI's speedup over run_local's (None where either is missing)."""
+    submission = results.meta["submission"]
+    ours = {r.workload: r for r in results.rows if r.algo == submission}
+    scored = speedups(results, submission, results.reference_us)
+    entries = []
+    for trace in traces:
+        if trace.solution != solution:
+            continue
+        uuid, evaluation = trace.workload.uuid, trace.evaluation
+        performance = evaluation.performance
+        theirs = performance.speedup_factor if performance else None
+        row = ours.get(uuid)
+        entries.append({
+            "workload": uuid, "label": spec.workload_label(dict(trace.workload.axes)),
+            "run_local": {"reference_us": results.reference_us.get(uuid), "kernel_us": row.kernel_us if row else None,
+                          "speedup": scored.get(uuid)},
+            "flashinfer_bench": {"status": evaluation.status.value,
+                                 "reference_us": performance.reference_latency_ms * 1e3 if performance else None,
+                                 "latency_us": performance.latency_ms * 1e3 if performance else None,
+                                 "speedup": theirs},
+            "cli_over_run_local": theirs / scored[uuid] if theirs and scored.get(uuid) else None,
+        })
+    return entries
+
+
+def _fmt(value, spec: str) -> str:
+    return "-" if value is None else f"{value:{spec}}"
+
+
+def format_comparison(entries: list[dict]) -> str:
+    """The comparison as a table: per workload, each side's reference µs, solution µs and speedup."""
+    header = (f"{'workload':<16} {'run_local: ref µs':>17} {'ours µs':>9} {'speedup':>9}   "
+              f"{'CLI: ref µs':>12} {'ours µs':>9} {'speedup':>9} {'status':>8}   {'CLI/run_local':>13}")
+    lines = [header, "-" * len(header)]
+    for e in entries:
+        ours, theirs = e["run_local"], e["flashinfer_bench"]
+        lines.append(f"{e['label']:<16} {_fmt(ours['reference_us'], '.1f'):>17} {_fmt(ours['kernel_us'], '.2f'):>9} "
+                     f"{_fmt(ours['speedup'], '.1f'):>9}   {_fmt(theirs['reference_us'], '.1f'):>12} "
+                     f"{_fmt(theirs['latency_us'], '.2f'):>9} {_fmt(theirs['speedup'], '.1f'):>9} "
+                     f"{theirs['status'][:8]:>8}   {_fmt(e['cli_over_run_local'], '.3f'):>13}")
+    return "\n".join(lines)

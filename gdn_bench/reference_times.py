@@ -1,0 +1,163 @@
+"""The definition reference's kernel time per workload, measured once per GPU model and kept in
+a JSON file (REFERENCE_FILE in the cache folder, gdn_bench.paths.cache_dir, unless named).
+
+The contest scores a definition by the mean over its workloads of the reference's time over
+the solution's, the reference being the definition's own `reference` text, timed like the
+solution. That reference is slow (prefill's loops over tokens: seconds per call at 8192
+tokens), so its times are kept. An entry's key (`reference_key`) is a hash of what the time
+depends on: the GPU model, the whole definition (its reference text included), and the
+workload's record (uuid, axes, inputs) with the bytes of every blob it reads. A changed
+definition or trace set gives new keys, so a stale time is never used; the old entries stay
+in the file, unused. The file is plain JSON, and can be copied to another machine:
+
+    {"version": 1, "entries": {key: {"us": µs, "gpu": ..., "definition": ..., "workload": uuid,
+                                     "axes": {...}, "torch": ..., "date": ..., "host": ...}}}
+"""
+
+import datetime
+import hashlib
+import json
+import os
+import platform
+import tempfile
+from dataclasses import dataclass, field
+from collections.abc import Callable
+from pathlib import Path
+
+from flashinfer_bench import Definition, Workload
+from tqdm import tqdm
+
+from gdn_bench.paths import cache_dir
+from gdn_bench.timing import TimingError
+
+REFERENCE_FILE = "reference-times.json"
+VERSION = 1
+# What run_local's --reference takes: use the cached times and measure the missing ones;
+# measure every one anew (replacing the cached ones); or measure none.
+MODES = ("cached", "measure", "skip")
+
+
+def default_file() -> Path:
+    """REFERENCE_FILE in the cache folder."""
+    return cache_dir() / REFERENCE_FILE
+
+
+def _canonical(model) -> bytes:
+    return json.dumps(model.model_dump(mode="json"), sort_keys=True).encode()
+
+
+def _file_digest(path: Path) -> bytes:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").digest()
+
+
+def blob_files(workload: Workload, root: Path | None) -> list[Path]:
+    """The blob files the workload's inputs read (once each, sorted), under the trace set's root."""
+    paths = {spec.path for spec in workload.inputs.values() if spec.type == "safetensors"}
+    return [Path(root or ".") / p for p in sorted(paths)]
+
+
+def reference_key(gpu: str, definition: Definition, workload: Workload, root: Path | None) -> str:
+    """The cache key of the reference's time on `workload`: a hash of the GPU model, the whole
+    definition, the workload's record and the bytes of its blobs (read from the trace set at
+    `root`)."""
+    parts = [hashlib.sha256(part).digest() for part in (gpu.encode(), _canonical(definition), _canonical(workload))]
+    parts += [_file_digest(p) for p in blob_files(workload, root)]
+    return hashlib.sha256(b"".join(parts)).hexdigest()
+
+
+def new_entry(us: float, gpu: str, definition: Definition, workload: Workload, torch_version: str) -> dict:
+    """One measured time with what it was measured on and when (the key says which inputs)."""
+    return {"us": us, "gpu": gpu, "definition": definition.name, "workload": workload.uuid,
+            "axes": dict(workload.axes), "torch": torch_version, "host": platform.node(),
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+
+
+def _read(path: Path) -> dict[str, dict]:
+    """The entries of the file at `path` ({} if there is none); ValueError naming the file if
+    it is not one of these files."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as e:
+        raise ValueError(f"reference times file {path}: cannot read it ({e})") from None
+    if not isinstance(data, dict) or data.get("version") != VERSION or not isinstance(data.get("entries"), dict):
+        raise ValueError(f"reference times file {path}: expected {{\"version\": {VERSION}, \"entries\": {{...}}}}")
+    return data["entries"]
+
+
+def as_cached(reference: dict[str, dict]) -> dict[str, dict]:
+    """The entries a run measured, by key, from a Results.reference ({uuid: entry with its key
+    and source}): what run_modal writes into the local file after its jobs."""
+    return {e["key"]: {k: v for k, v in e.items() if k not in ("key", "source")}
+            for e in reference.values() if e["source"] == "measured"}
+
+
+@dataclass
+class ReferenceTimes:
+    """Cached reference times by key. With a `path`, they are read from that file and every
+    one added is written back at once (merged with what the file holds by then, atomically), so
+    an interrupted run keeps what it measured; with none (run_modal's jobs, which get the
+    entries they may need and return what they measure), they live in memory only."""
+
+    path: Path | None = None
+    entries: dict[str, dict] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, path: Path) -> "ReferenceTimes":
+        """The times in the file at `path` (none if it does not exist yet)."""
+        return cls(Path(path), _read(Path(path)))
+
+    def get(self, key: str) -> dict | None:
+        return self.entries.get(key)
+
+    def add(self, key: str, entry: dict) -> None:
+        """Keep `entry` under `key`, replacing any older one, and write the file if there is one."""
+        self.entries[key] = entry
+        if self.path is not None:
+            self.save({key: entry})
+
+    def save(self, new: dict[str, dict]) -> None:
+        """Write the file: the entries it holds now (another run may have added some) with `new`
+        over them, through a temporary file renamed into place."""
+        merged = {**_read(self.path), **new}
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{self.path.name}-", dir=self.path.parent)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                json.dump({"version": VERSION, "entries": merged}, f, indent=1, sort_keys=True)
+            os.replace(tmp, self.path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+
+def collect(mode: str, gpu: str, definition: Definition, root: Path | None, workloads: list[Workload],
+            times: ReferenceTimes, measure: Callable[[Workload], float], torch_version: str) -> dict[str, dict]:
+    """The reference's time on each workload, as {uuid: entry, with its "key" and "source"}:
+    the cached one unless `mode` is "measure"; where there is none, unless `mode` is "skip",
+    measure(workload) in µs (with a progress bar), added to `times` ("measured"). A timing
+    that fails gives an entry with no time and its message ("failed"); a workload with no
+    time and none measured has no entry."""
+    if mode not in MODES:
+        raise ValueError(f"reference mode {mode!r}: expected one of {', '.join(MODES)}")
+    keys = {w.uuid: reference_key(gpu, definition, w, root) for w in workloads}
+    found, todo = {}, []
+    for w in workloads:
+        cached = times.get(keys[w.uuid]) if mode != "measure" else None
+        if cached:
+            found[w.uuid] = {**cached, "key": keys[w.uuid], "source": "cached"}
+        elif mode != "skip":
+            todo.append(w)
+    for w in tqdm(todo, desc="definition reference (CUPTI)", unit="workload", disable=not todo):
+        try:
+            us = measure(w)
+        except TimingError as e:
+            found[w.uuid] = {"us": None, "key": keys[w.uuid], "source": "failed",
+                             "message": f"kernel timing failed: {e}"}
+            continue
+        entry = new_entry(us, gpu, definition, w, torch_version)
+        times.add(keys[w.uuid], entry)
+        found[w.uuid] = {**entry, "key": keys[w.uuid], "source": "measured"}
+    return found

@@ -1,0 +1,154 @@
+"""The cache of the definition reference's times (gdn_bench.reference_times), on CPU with a
+stand-in for the GPU timing: what a key depends on (so that a changed definition or trace set
+is measured anew, and a copied trace set is not), the file (round trip, concurrent writers,
+bad files), and collect's modes: cached, measure, skip."""
+
+import json
+import shutil
+
+import pytest
+
+from gdn_bench.dataset import load_trace_set
+from gdn_bench.definitions import DEFINITIONS
+from gdn_bench.reference_times import (REFERENCE_FILE, ReferenceTimes, as_cached, blob_files, collect, default_file,
+                                       reference_key)
+from gdn_bench.timing import TimingError
+
+GPU = "NVIDIA Test GPU"
+
+
+@pytest.fixture(scope="module")
+def decode():
+    """The embedded decode definition, its root, a random workload and a model-like one (with a blob)."""
+    trace_set = load_trace_set()
+    name = DEFINITIONS["decode"].name
+    workloads = [t.workload for t in trace_set.workloads[name]]
+    blobbed = next(w for w in workloads if blob_files(w, trace_set.root))
+    return trace_set.definitions[name], trace_set.root, workloads[0], blobbed
+
+
+def test_a_key_depends_on_the_gpu_the_definition_and_the_workload(decode):
+    definition, root, random, blobbed = decode
+    key = reference_key(GPU, definition, random, root)
+    assert key == reference_key(GPU, definition, random, root)  # the same inputs, the same key
+    changed_reference = definition.model_copy(update={"reference": definition.reference + "\n# changed\n"})
+    changed_axes = random.model_copy(update={"axes": {**random.axes, "batch_size": random.axes["batch_size"] + 1}})
+    others = {reference_key("NVIDIA Other GPU", definition, random, root),
+              reference_key(GPU, changed_reference, random, root),
+              reference_key(GPU, definition, changed_axes, root),
+              reference_key(GPU, definition, blobbed, root)}
+    assert key not in others and len(others) == 4
+
+
+def test_a_key_follows_the_blobs_bytes_not_where_the_trace_set_lies(decode, tmp_path):
+    definition, root, _, blobbed = decode
+    [blob] = blob_files(blobbed, root)
+    copy = tmp_path / "copy"
+    (copy / blob.relative_to(root)).parent.mkdir(parents=True)
+    shutil.copy(blob, copy / blob.relative_to(root))
+    key = reference_key(GPU, definition, blobbed, root)
+    assert reference_key(GPU, definition, blobbed, copy) == key  # a copy elsewhere: the cached time holds
+    data = bytearray((copy / blob.relative_to(root)).read_bytes())
+    data[-1] ^= 1  # one bit of the stored tensors
+    (copy / blob.relative_to(root)).write_bytes(bytes(data))
+    assert reference_key(GPU, definition, blobbed, copy) != key
+
+
+def _counting(start=100.0):
+    """A stand-in for the GPU measurement: a new time per call; .calls lists the workloads."""
+    def measure(w):
+        measure.calls.append(w.uuid)
+        return start + len(measure.calls)
+    measure.calls = []
+    return measure
+
+
+def test_collect_measures_what_is_missing_once_then_reads_the_file(decode, tmp_path):
+    definition, root, random, blobbed = decode
+    path = tmp_path / "ref.json"
+    measure = _counting()
+    first = collect("cached", GPU, definition, root, [random, blobbed], ReferenceTimes.load(path), measure, "2.13")
+    assert measure.calls == [random.uuid, blobbed.uuid]
+    assert {e["source"] for e in first.values()} == {"measured"}
+    assert first[random.uuid]["us"] == 101.0 and first[random.uuid]["torch"] == "2.13"
+    assert first[random.uuid]["axes"] == dict(random.axes) and first[random.uuid]["gpu"] == GPU
+
+    again = collect("cached", GPU, definition, root, [random, blobbed], ReferenceTimes.load(path), measure, "2.13")
+    assert measure.calls == [random.uuid, blobbed.uuid]  # nothing measured: a second run reuses them
+    assert {w: e["us"] for w, e in again.items()} == {w: e["us"] for w, e in first.items()}
+    assert {e["source"] for e in again.values()} == {"cached"}
+
+    changed = definition.model_copy(update={"reference": definition.reference + "\n# changed\n"})
+    anew = collect("cached", GPU, changed, root, [random], ReferenceTimes.load(path), measure, "2.13")
+    assert anew[random.uuid]["source"] == "measured" and len(measure.calls) == 3
+    other_gpu = collect("cached", "NVIDIA Other GPU", definition, root, [random], ReferenceTimes.load(path), measure,
+                        "2.13")
+    assert other_gpu[random.uuid]["source"] == "measured" and len(measure.calls) == 4
+    assert len(json.loads(path.read_text())["entries"]) == 4  # the old entries stay, unused
+
+
+def test_measure_mode_replaces_and_skip_mode_measures_nothing(decode, tmp_path):
+    definition, root, random, blobbed = decode
+    path = tmp_path / "ref.json"
+    measure = _counting()
+    assert collect("skip", GPU, definition, root, [random], ReferenceTimes.load(path), measure, "2.13") == {}
+    assert measure.calls == [] and not path.exists()  # nothing cached, nothing measured: no time at all
+
+    collect("cached", GPU, definition, root, [random], ReferenceTimes.load(path), measure, "2.13")
+    remeasured = collect("measure", GPU, definition, root, [random], ReferenceTimes.load(path), measure, "2.13")
+    assert (remeasured[random.uuid]["us"], remeasured[random.uuid]["source"]) == (102.0, "measured")
+    assert len(measure.calls) == 2
+    skipped = collect("skip", GPU, definition, root, [random, blobbed], ReferenceTimes.load(path), measure, "2.13")
+    assert skipped[random.uuid]["us"] == 102.0 and blobbed.uuid not in skipped and len(measure.calls) == 2
+
+
+def test_a_failed_timing_is_an_entry_without_a_time_and_is_not_cached(decode, tmp_path):
+    definition, root, random, _ = decode
+
+    def fails(w):
+        raise TimingError("a timed call launched no kernel between two L2 flushes")
+
+    path = tmp_path / "ref.json"
+    found = collect("cached", GPU, definition, root, [random], ReferenceTimes.load(path), fails, "2.13")
+    assert found[random.uuid]["us"] is None and found[random.uuid]["source"] == "failed"
+    assert "kernel timing failed: a timed call launched no kernel" in found[random.uuid]["message"]
+    assert not path.exists()
+
+
+def test_collect_rejects_an_unknown_mode(decode):
+    definition, root, random, _ = decode
+    with pytest.raises(ValueError, match="reference mode 'fresh': expected one of cached, measure, skip"):
+        collect("fresh", GPU, definition, root, [random], ReferenceTimes(), _counting(), "2.13")
+
+
+def test_writers_of_one_file_keep_each_others_entries(tmp_path):
+    path = tmp_path / "sub" / "ref.json"
+    one, two = ReferenceTimes.load(path), ReferenceTimes.load(path)
+    one.add("a", {"us": 1.0})
+    two.add("b", {"us": 2.0})  # loaded before "a" was written
+    assert ReferenceTimes.load(path).entries == {"a": {"us": 1.0}, "b": {"us": 2.0}}
+    assert [p.name for p in path.parent.iterdir()] == ["ref.json"]  # no temporary file left behind
+    in_memory = ReferenceTimes(None, {"a": {"us": 1.0}})
+    in_memory.add("c", {"us": 3.0})  # run_modal's jobs: no file
+    assert in_memory.entries == {"a": {"us": 1.0}, "c": {"us": 3.0}}
+
+
+@pytest.mark.parametrize("text, says", [("not json", "cannot read it"), ('{"entries": {}}', "expected"),
+                                        ('{"version": 1, "entries": []}', "expected")], ids=["text", "old", "list"])
+def test_a_file_of_something_else_is_one_clear_error(text, says, tmp_path):
+    path = tmp_path / "ref.json"
+    path.write_text(text)
+    with pytest.raises(ValueError, match=f"reference times file {path}: {says}"):
+        ReferenceTimes.load(path)
+
+
+def test_the_default_file_lies_in_the_cache_folder(monkeypatch, tmp_path):
+    monkeypatch.setenv("GDN_BENCH_CACHE", str(tmp_path))
+    assert default_file() == tmp_path / REFERENCE_FILE
+
+
+def test_as_cached_keeps_what_a_run_measured_by_key():
+    reference = {"w1": {"us": 5.0, "gpu": GPU, "key": "k1", "source": "measured"},
+                 "w2": {"us": 6.0, "gpu": GPU, "key": "k2", "source": "cached"},
+                 "w3": {"us": None, "key": "k3", "source": "failed", "message": "x"}}
+    assert as_cached(reference) == {"k1": {"us": 5.0, "gpu": GPU}}
