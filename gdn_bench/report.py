@@ -52,6 +52,8 @@ def header(results: Results, summary: Summary) -> list[str]:
     atol, rtol = meta["check"]["atol"], meta["check"]["rtol"]
     seed = meta.get("seed")
     lines = ["=" * 96, CPU_BANNER, "=" * 96] if cpu else [f"GPU: {meta.get('gpu')}"]
+    if meta.get("partial"):
+        lines.insert(0, f"PARTIAL RESULTS: {meta['partial']}; the others are missing below.")
     package = f"; harness: gdn_bench from {meta['package']}" if meta.get("package") else ""
     inputs = f"random tensors drawn from seed {seed} (replay: --seed {seed}), stored ones from the trace set"
     if not cpu:
@@ -126,6 +128,8 @@ def format_table(results: Results, summary: Summary) -> str:
     for algo, reason in results.skipped.items():
         out.append(f"skipped {algo}: {reason}")
     line = f"passed {summary.passed}/{summary.total} (algorithm, workload) cases"
+    if results.meta.get("partial"):
+        line += " (PARTIAL: interrupted)"
     if summary.score is not None:
         line += (f"; contest-style score of {results.meta.get('submission')} "
                  f"(mean fi-baseline/ours kernel time): {summary.score:.3f}")

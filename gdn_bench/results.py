@@ -2,9 +2,10 @@
 
     {"meta": {...}, "skipped": {algo: reason}, "floors_us": {group: µs}, "rows": [Row, ...]}
 
-meta names the definition and its submission algorithm ("submission"). A Row is one
-(algorithm, workload): the workload's axes, status and max errors (flashinfer-bench's names
-and statistics), the worst margin per output (gdn_bench.checking.worst_margin), and the
+meta names the definition and its submission algorithm ("submission"), and for a run that
+Ctrl-C stopped, where it stopped ("partial"). A Row is one (algorithm, workload): the
+workload's axes, status and max errors (flashinfer-bench's names and statistics, plus
+PACK_ERROR where the algorithm could not even be packed), the worst margin per output (gdn_bench.checking.worst_margin), and the
 timing tiers in µs (None where not measured). Partial results (one per Modal container, say)
 merge into one. Everything derived from the rows (pass counts, the contest-style score, the
 per-group medians and ratios the report shows) is computed here, once, by `summarize`;
