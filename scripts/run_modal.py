@@ -7,8 +7,8 @@ run_local does.
     modal run scripts/run_modal.py --volume mlsys26-contest --volume-path /mlsys26-contest -n 20
     python scripts/run_modal.py [same flags]                # checks them before contacting Modal
 
-Flags: run_local's (--definition, --algo or $ALGO, -n, --batch-sizes / --seq-lens, --workload-id,
---warmup, --iterations, --trials, --out) except --dataset, plus the Modal ones below. The trace
+Flags: run_local's (--definition, --algo, -n, --batch-sizes / --seq-lens, --workload-id,
+--warmup, --iterations, --trials, --seed, --out) except --dataset, plus the Modal ones below. The trace
 set is the definition's own (decode: embedded; prefill: the generated mix), or the one at
 --volume-path inside the Modal Volume --volume.
 Each (algorithm, size group) is one job: gdn_bench.runner.run in a container of the contest's
@@ -16,11 +16,14 @@ evaluation image, on up to --max-containers GPUs at once. Their partial results 
 report, written locally under --out as run_local writes it (results.json, report.txt and the plots).
 The Volume gdn-decode-kit-triton-cache holds Triton's cache, so kernels compile once, and the
 generated prefill trace set (written by one container before the jobs start).
-Needs Modal credentials (`modal setup`). Exit status: 0 when every (algorithm, workload)
-passed, 1 when any failed, 2 for bad arguments or missing credentials.
+Needs Modal credentials (`modal setup`) and Modal's server answering within
+CONNECT_TIMEOUT_S (both checked before the app starts). Exit status: 0 when every (algorithm,
+workload) passed, 1 when any failed, 2 for bad arguments, missing credentials or no answer
+from Modal, 130 when Ctrl-C stopped it.
 """
 
 import argparse
+import asyncio
 import os
 import sys
 from pathlib import Path
@@ -28,8 +31,9 @@ from pathlib import Path
 import modal
 
 from gdn_bench.arguments import positive_int
-from gdn_bench.cli import add_run_arguments, report, settings_from_args
+from gdn_bench.cli import add_run_arguments, algorithms_epilog, report, settings_from_args
 from gdn_bench.device import prepare_triton
+from gdn_bench.interrupts import EXIT_STATUS
 from gdn_bench.paths import checkout_of, use_project
 
 EVAL_IMAGE = "flashinfer/flashinfer-ci-cu132:latest"  # the contest's evaluation image
@@ -46,6 +50,9 @@ NO_CREDENTIALS = (
     "run_modal: no Modal credentials found. Run `modal setup` once (it stores a token in "
     "~/.modal.toml), or set MODAL_TOKEN_ID and MODAL_TOKEN_SECRET, then try again."
 )
+# Modal's client retries a server that does not answer for about a minute and has no setting
+# to shorten that; the hello that checks the server before anything starts waits this long.
+CONNECT_TIMEOUT_S = 10.0
 
 
 def has_credentials() -> bool:
@@ -59,12 +66,45 @@ def has_credentials() -> bool:
 def require_credentials() -> None:
     """Exit with status 2 and NO_CREDENTIALS when Modal could not authenticate."""
     if not has_credentials():
-        print(NO_CREDENTIALS, file=sys.stderr)
-        raise SystemExit(2)
+        _fail(NO_CREDENTIALS)
 
 
-if modal.is_local() and "modal.cli.run" in sys.modules:
-    require_credentials()  # `modal run` is importing this file, and connects to Modal next
+def _fail(line: str) -> None:
+    print(line, file=sys.stderr)
+    raise SystemExit(2)
+
+
+def _server() -> str:
+    """Modal's server URL and where it came from, in words."""
+    from modal.config import config
+
+    source = "$MODAL_SERVER_URL" if os.environ.get("MODAL_SERVER_URL") else "Modal's config"
+    return f"{config.get('server_url')} (from {source})"
+
+
+def require_server(timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+    """Exit with status 2 and one line unless Modal's server answers Modal's own hello
+    (Client.hello: connects and checks the credentials) within `timeout_s`."""
+    from modal.exception import AuthError, Error
+
+    async def hello():
+        client = await modal.Client.from_env.aio()
+        await client.hello.aio()
+
+    try:
+        asyncio.run(asyncio.wait_for(hello(), timeout_s))
+    except TimeoutError:
+        _fail(f"run_modal: error: no answer from Modal's server {_server()} within {timeout_s:g} s; check the "
+              "network connection (and MODAL_SERVER_URL, if set), then try again")
+    except AuthError as e:
+        _fail(f"run_modal: error: Modal refused the credentials ({_first_line(e)}); run `modal setup` again, or "
+              "set MODAL_TOKEN_ID and MODAL_TOKEN_SECRET")
+    except (Error, OSError) as e:
+        _fail(f"run_modal: error: cannot reach Modal's server {_server()}: {_first_line(e)}")
+
+
+def _first_line(error: BaseException) -> str:
+    return next((line.strip() for line in str(error).splitlines() if line.strip()), type(error).__name__)
 
 
 def with_sources(base: modal.Image) -> modal.Image:
@@ -113,7 +153,7 @@ def prepare_dataset(definition: str) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     """run_local's flags but --dataset, and the Modal ones."""
-    parser = argparse.ArgumentParser(prog="run_modal.py", description=__doc__,
+    parser = argparse.ArgumentParser(prog="run_modal.py", description=__doc__, epilog=algorithms_epilog(),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_run_arguments(parser)
     parser.add_argument("--gpu", default=DEFAULT_GPU, help=f"Modal GPU type (default {DEFAULT_GPU})")
@@ -179,7 +219,7 @@ def launch(todo: list, args: argparse.Namespace) -> int:
     except (ValueError, FileNotFoundError, modal.exception.NotFoundError) as e:
         print(f"run_modal: error: {e}", file=sys.stderr)
         return 2
-    return report(results, args.out)
+    return report(results, args.out, "run_modal")
 
 
 @app.local_entrypoint()
@@ -191,12 +231,37 @@ def modal_main(*arglist: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python scripts/run_modal.py`: flags and credentials are checked before the app starts."""
+    """`python scripts/run_modal.py`: flags, credentials and the server are checked before the
+    app starts."""
     todo, args = plan(argv)
     require_credentials()
-    with modal.enable_output(), app.run():
-        return launch(todo, args)
+    require_server()
+    from modal.exception import AuthError, ConnectionError as ModalConnectionError
 
+    try:
+        with modal.enable_output(), app.run():
+            return launch(todo, args)
+    except (ModalConnectionError, AuthError) as e:
+        print(f"run_modal: error: lost Modal's server {_server()}: {_first_line(e)}; nothing written; try again",
+              file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("run_modal: interrupted by Ctrl-C; Modal stops the app's containers; nothing written", file=sys.stderr)
+        return EXIT_STATUS
+
+
+def _before_modal_run() -> None:
+    """When `modal run` imports this file (it starts the app next): --help prints this
+    script's flags; else credentials and the server are checked, each failing in one line."""
+    if {"-h", "--help"} & set(sys.argv[1:]):
+        build_parser().print_help()
+        raise SystemExit(0)
+    require_credentials()
+    require_server()
+
+
+if modal.is_local() and "modal.cli.run" in sys.modules:
+    _before_modal_run()
 
 if __name__ == "__main__":
     raise SystemExit(main())
