@@ -206,19 +206,28 @@ def configured_job(gpu: str, max_containers: int, volume: str | None) -> modal.F
 
 def launch(todo: list, args: argparse.Namespace) -> int:
     """Run the jobs on the running app, merge their results and write the report. The
-    definition's own trace set is prepared first, by one container, when it is generated."""
+    definition's own trace set is prepared first, by one container, when it is generated.
+    Ctrl-C keeps the jobs that finished: their report, marked partial (status 130)."""
     from gdn_bench.results import Results, merge
 
     print(f"run_modal: {len(todo)} jobs on up to {args.max_containers} {args.gpu} GPUs")
+    parts = []
     try:
         if args.volume is None:
             print(f"run_modal: trace set {prepare_dataset.remote(args.definition)}")
-        parts = configured_job(args.gpu, args.max_containers, args.volume).map(todo)
-        results = merge([Results.from_json(part) for part in parts])
-        results.meta.update(root=str(PROJECT_ROOT), package=None)  # the checkout whose sources the jobs ran
+        for part in configured_job(args.gpu, args.max_containers, args.volume).map(todo):
+            parts.append(Results.from_json(part))
+        results = merge(parts)
     except (ValueError, FileNotFoundError, modal.exception.NotFoundError) as e:
         print(f"run_modal: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        if not parts:
+            print("run_modal: interrupted by Ctrl-C before any job finished; nothing written", file=sys.stderr)
+            return EXIT_STATUS
+        results = merge(parts)
+        results.meta["partial"] = f"interrupted by Ctrl-C: {len(parts)} of {len(todo)} jobs finished"
+    results.meta.update(root=str(PROJECT_ROOT), package=None)  # the checkout whose sources the jobs ran
     return report(results, args.out, "run_modal")
 
 
@@ -246,7 +255,8 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("run_modal: interrupted by Ctrl-C; Modal stops the app's containers; nothing written", file=sys.stderr)
+        print("run_modal: interrupted by Ctrl-C before any job ran; Modal stops the app; nothing written",
+              file=sys.stderr)
         return EXIT_STATUS
 
 

@@ -11,6 +11,7 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -262,3 +263,22 @@ def test_main_checks_the_server_before_the_app_starts(run_modal, monkeypatch, ca
     with pytest.raises(SystemExit) as e:
         run_modal.main(["--algo", "fla-recurrent", "-n", "1"])
     assert e.value.code == 2
+
+
+@pytest.mark.filterwarnings("ignore:The run_job function is executing locally")
+def test_ctrl_c_keeps_the_jobs_that_finished(run_modal, monkeypatch, tmp_path, capsys):
+    """One job finishes (in-process), then Ctrl-C: its rows are written, marked partial; 130."""
+    def first_then_ctrl_c(jobs):
+        yield run_modal.run_job.local(jobs[0])
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(run_modal, "configured_job", lambda *options: SimpleNamespace(map=first_then_ctrl_c))
+    todo, args = run_modal.plan(["--algo", "pt-reference", "--batch-sizes", "1", "-n", "2", "--volume", "v",
+                                 "--out", str(tmp_path)])
+    assert len(todo) == 2
+    todo = [replace(job, dataset=None) for job in todo]  # the embedded trace set, not the Volume's
+    assert run_modal.launch(todo, args) == 130
+    said = "interrupted by Ctrl-C: 1 of 2 jobs finished"
+    assert capsys.readouterr().err.endswith(f"run_modal: {said}; the report holds those (marked partial)\n")
+    data = json.loads((tmp_path / "results.json").read_text())
+    assert data["meta"]["partial"] == said and len(data["rows"]) == 1
