@@ -63,7 +63,7 @@ class Algo:
             try:
                 entry = self.entry_file()
             except PackError:
-                return None  # a broken config.toml: packing reports it, as this algorithm's COMPILE_ERROR
+                return None  # a broken config.toml: packing reports it, as this algorithm's PACK_ERROR
             if not entry.is_file():
                 return f"its entry file {entry.relative_to(project_root())} does not exist yet"
         return None
@@ -82,14 +82,23 @@ def baseline_config(name: str, definition: str, language: str = "python", entry:
     )
 
 
+class UnknownAlgorithm(ValueError):
+    """Names that are not algorithms of the definition at hand (`names`: the unknown ones, or
+    the text itself when it names none)."""
+
+    def __init__(self, names: list[str], valid: list[str]):
+        super().__init__(f"unknown algorithm {', '.join(names)}; valid: {', '.join(valid)}, all")
+        self.names = names
+
+
 def resolve(algos: dict[str, Algo], spec: str) -> list[Algo]:
-    """'all' or a comma-separated list of names -> algorithms; unknown names raise ValueError."""
+    """'all' or a comma-separated list of names -> algorithms; unknown names raise UnknownAlgorithm."""
     if spec.strip() == "all":
         return list(algos.values())
     names = [n.strip() for n in spec.split(",") if n.strip()]
     unknown = [n for n in names if n not in algos]
     if unknown or not names:
-        raise ValueError(f"unknown algorithm {', '.join(unknown) or repr(spec)}; valid: {', '.join(algos)}, all")
+        raise UnknownAlgorithm(unknown or [repr(spec)], list(algos))
     return [algos[n] for n in dict.fromkeys(names)]
 
 

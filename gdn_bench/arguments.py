@@ -4,6 +4,7 @@ starts, and --root (the project checkout, gdn_bench.paths)."""
 
 import argparse
 import os
+import tempfile
 from pathlib import Path
 
 from gdn_bench.definitions import BOTH, resolve
@@ -61,38 +62,59 @@ def definitions_name(text: str) -> str:
         raise argparse.ArgumentTypeError(f"{e}, or {BOTH}") from None
 
 
+def _writable(folder: Path, what: Path) -> None:
+    """ArgumentTypeError unless a file can be created in the existing `folder`: tried (a
+    temporary file, removed at once), since permission bits alone do not tell (root, /proc,
+    read-only mounts)."""
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as e:
+        target = "" if what == folder else f"cannot create {what}: "
+        raise argparse.ArgumentTypeError(f"{target}cannot write into {folder} ({e.strerror})") from None
+
+
 def _creatable(path: Path) -> None:
     """ArgumentTypeError unless `path` can be created: its nearest existing ancestor is a
-    writable folder (not a file)."""
+    folder (not a file) that can be written into."""
     ancestor = path.parent
     while not ancestor.exists():
         ancestor = ancestor.parent
     if not ancestor.is_dir():
         raise argparse.ArgumentTypeError(f"{path}: {ancestor} is a file, not a folder")
-    if not os.access(ancestor, os.W_OK):
-        raise argparse.ArgumentTypeError(f"{path}: cannot write into {ancestor}")
+    _writable(ancestor, path)
 
 
 def output_folder(text: str | Path) -> Path:
-    """A folder to write results into: an existing folder, or one that can be created."""
-    path = Path(text).expanduser()
+    """A folder to write results into, as an absolute path: an existing folder that can be
+    written into, or one that can be created."""
+    path = Path(text).expanduser().absolute()
     if path.exists():
         if not path.is_dir():
             raise argparse.ArgumentTypeError(f"{path} exists and is not a folder")
-        if not os.access(path, os.W_OK):
-            raise argparse.ArgumentTypeError(f"cannot write into {path}")
+        _writable(path, path)
         return path
     _creatable(path)
     return path
 
 
-def output_file(text: str | Path) -> Path:
-    """A file to write: not a folder, and creatable (or replaceable) where it is."""
-    path = Path(text).expanduser()
-    if path.is_dir():
-        raise argparse.ArgumentTypeError(f"{path} is a folder; name a file in it, e.g. {path / 'out.json'}")
-    _creatable(path)
-    return path
+def output_file(name: str):
+    """An argparse type for a file to write, given as an absolute path: a path that names a
+    folder (it ends with a slash, or is an existing folder) means the file `name` in that
+    folder; the file must be creatable, or replaceable, where it is."""
+
+    def check(text: str | Path) -> Path:
+        path = Path(text).expanduser().absolute()
+        if str(text).endswith(("/", os.sep)) or path.is_dir():
+            path = path / name
+            if path.is_dir():
+                raise argparse.ArgumentTypeError(f"{path} is a folder; name the file to write")
+        if path.exists() and not os.access(path, os.W_OK):
+            raise argparse.ArgumentTypeError(f"cannot write {path}")
+        _creatable(path)
+        return path
+
+    return check
 
 
 def checked(parser: argparse.ArgumentParser, flag: str, check, value):

@@ -106,7 +106,7 @@ def check_solutions(
     root: Path | None,
     device: str,
     seed: int,
-    progress: Callable[[], None] | None = None,
+    progress: Callable[[str, CheckResult], None] | None = None,
 ) -> dict[str, list[CheckResult]]:
     """Run every solution on each workload and compare every output with the reference at
     the evaluator's tolerances. Each workload's inputs are drawn once (workload_inputs, from
@@ -114,26 +114,32 @@ def check_solutions(
     update the state in place).
 
     Returns {solution key: one CheckResult per workload}; `progress`, if given, is called
-    once per finished (solution, workload).
+    with (solution key, CheckResult) as each (solution, workload) finishes, so a caller keeps
+    what finished when the run is stopped half-way.
     """
     registry = BuilderRegistry.get_instance()
     cfg = BenchmarkConfig(atol=ATOL, rtol=RTOL)
     reference = registry.build_reference(definition)
     results: dict[str, list[CheckResult]] = {key: [] for key in solutions}
+
+    def finished(key: str, result: CheckResult) -> None:
+        results[key].append(result)
+        if progress is not None:
+            progress(key, result)
+
     runnables = {}
     for key, solution in solutions.items():
         try:
             runnables[key] = registry.build(definition, solution)
         except Exception as e:  # noqa: BLE001 - any build failure is this solution's COMPILE_ERROR
-            results[key] = [CheckResult(w.uuid, dict(w.axes), "COMPILE_ERROR", message=str(e)) for w in workloads]
+            for w in workloads:
+                finished(key, CheckResult(w.uuid, dict(w.axes), "COMPILE_ERROR", message=str(e)))
     for workload in workloads:
         inputs = workload_inputs(definition, workload, root, device, seed)
         with torch.no_grad():
             expected = normalize_result(definition, reference(*_copies(inputs)), device)
         for key, runnable in runnables.items():
-            results[key].append(_check_one(definition, runnable, _copies(inputs), expected, workload, device, cfg))
-            if progress is not None:
-                progress()
+            finished(key, _check_one(definition, runnable, _copies(inputs), expected, workload, device, cfg))
     return results
 
 

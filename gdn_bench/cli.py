@@ -17,15 +17,15 @@ report group). Random inputs come from --seed. The trace set is the definition's
 (a small embedded subset on CPU). The project checkout is the script's own unless --root
 names another. Writes results.json, report.txt, margins.png and (when anything was timed)
 kernel_time.png under --out, which is checked first (with --definition both: under
---out/decode and --out/prefill, and on a GPU track.json with the track score under --out). Exit
-status: 0 when every (algorithm, workload) passed, 1 when any failed or none ran, 2 for bad
-arguments.
+--out/decode and --out/prefill, and on a GPU track.json with the track score under --out).
+Ctrl-C stops the run and writes what finished, marked partial. Exit status: 0 when every
+(algorithm, workload) passed, 1 when any failed or none ran, 2 for bad arguments, 130 when
+interrupted.
 """
 
 import argparse
 import datetime
 import json
-import os
 import sys
 from pathlib import Path
 
@@ -33,8 +33,10 @@ from gdn_bench.arguments import (add_root_argument, chosen_project, definitions_
                                  positive_int, positive_ints, seed)
 from gdn_bench.definitions import BOTH, DEFAULT, DEFINITIONS, chosen, resolve
 from gdn_bench.device import prepare_triton
+from gdn_bench.interrupts import EXIT_STATUS
 from gdn_bench.reference_times import MODES, REFERENCE_FILE
 
+PROG = "run_local"
 TRACK_FILE = "track.json"
 
 
@@ -43,9 +45,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     choices = ", ".join(f"{s.short} ({s.name})" for s in DEFINITIONS.values())
     parser.add_argument("--definition", type=definitions_name, default=DEFAULT,
                         help=f"{choices}, or {BOTH} (each in turn, then the track score); default {DEFAULT}")
-    defaults = ", ".join(f"{s.submission} for {s.short}" for s in DEFINITIONS.values())
-    parser.add_argument("--algo", default=os.environ.get("ALGO"),
-                        help=f"NAME[,NAME...] or 'all' (default: $ALGO, else the submission: {defaults})")
+    parser.add_argument("--algo", metavar="NAME[,NAME...]",
+                        help="algorithms to run, or 'all' (default: the definition's submission); "
+                             "the list below names them per definition")
     per_group = "; ".join(f"{s.short}: {s.group_title}" for s in DEFINITIONS.values())
     parser.add_argument("-n", "--num-workloads", type=positive_int, metavar="N",
                         help=f"at most N workloads of each report group, the first in the trace set ({per_group})")
@@ -67,29 +69,55 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                              "its time / ours): cached = take them from the cache, measuring those missing "
                              "(default); measure = measure every one anew; skip = measure none (none cached: no "
                              "contest score)")
-    parser.add_argument("--reference-cache", type=output_file, metavar="FILE",
+    parser.add_argument("--reference-cache", type=output_file(REFERENCE_FILE), metavar="FILE",
                         help=f"the file of reference times, one per GPU model and workload, to copy and share "
                              f"(default: {REFERENCE_FILE} in the cache folder, $GDN_BENCH_CACHE or ~/.cache/gdn-bench)")
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     parser.add_argument("--out", type=output_folder, default=str(Path("results") / now),
-                        help="results folder, checked before anything runs (default results/<UTC time>)")
+                        help="results folder, checked before anything runs (default: results/<UTC time> in the "
+                             "current folder; the paths written are printed in full)")
+
+
+def algorithms_epilog() -> str:
+    """The algorithms --algo takes, per definition, for --help."""
+    lines = ["algorithms (--algo), per definition (--definition); the first is the default:"]
+    for spec in DEFINITIONS.values():
+        lines.append(f"  {spec.short}:")
+        width = max(len(a.name) for a in spec.algos)
+        for algo in sorted(spec.algos, key=lambda a: a.name != spec.submission):
+            gpu = " (GPU)" if algo.needs_gpu else ""
+            lines.append(f"    {algo.name:<{width}}  {algo.summary}{gpu}")
+    return "\n".join(lines)
 
 
 def build_parser(checkout: Path) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="run_local.py", description=__doc__,
+    parser = argparse.ArgumentParser(prog="run_local.py", description=__doc__, epilog=algorithms_epilog(),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_run_arguments(parser)
     add_root_argument(parser, checkout)
-    parser.add_argument("--dataset", type=Path, default=os.environ.get("FIB_DATASET_PATH"),
-                        help="trace set root (default: $FIB_DATASET_PATH, else the definition's own)")
+    parser.add_argument("--dataset", type=Path, help="trace set root (default: the definition's own)")
     return parser
+
+
+def chosen_algos(spec, text: str | None) -> list[str]:
+    """The algorithm names --algo gives for `spec` (its submission when None); ValueError for
+    an unknown name, saying which definition it belongs to when it is another's."""
+    from gdn_bench.algos import UnknownAlgorithm, resolve as resolve_algos
+
+    try:
+        return [a.name for a in resolve_algos(spec.algos_by_name, text or spec.submission)]
+    except UnknownAlgorithm as e:
+        hints = "".join(f"; {name} is a {other.short} algorithm: add --definition {other.short}"
+                        for name in e.names for other in DEFINITIONS.values() if name in other.algos_by_name)
+        valid = ", ".join([*spec.algos_by_name, "all"])
+        raise ValueError(f"--algo: unknown {spec.short} algorithm {', '.join(e.names)}{hints} "
+                         f"({spec.short}'s: {valid})") from None
 
 
 def settings_from_args(args: argparse.Namespace) -> list:
     """One RunSettings per definition --definition names (both: decode, then prefill, each
     writing under --out/<definition>); raises ValueError for an unknown algorithm or a size
     flag of a definition that does not run."""
-    from gdn_bench.algos import resolve as resolve_algos
     from gdn_bench.runner import RunSettings
 
     specs = chosen(args.definition)
@@ -100,7 +128,7 @@ def settings_from_args(args: argparse.Namespace) -> list:
     runs = []
     for spec in specs:
         try:
-            algos = [a.name for a in resolve_algos(spec.algos_by_name, args.algo or spec.submission)]
+            algos = chosen_algos(spec, args.algo)
         except ValueError as e:
             raise ValueError(f"{spec.short}: {e}" if len(specs) > 1 else str(e)) from None
         runs.append(RunSettings(
@@ -113,19 +141,27 @@ def settings_from_args(args: argparse.Namespace) -> list:
     return runs
 
 
-def report(results, out: Path) -> int:
+def report(results, out: Path, prog: str = PROG) -> int:
     """Print the table and write the report under `out`; the exit status: 0 when every
-    (algorithm, workload) passed, else 1."""
+    (algorithm, workload) passed, 1 otherwise, EXIT_STATUS (130) for a run that Ctrl-C
+    stopped. A report that cannot be written is one line on stderr (from `prog`), status 2."""
     from gdn_bench.report import format_table, write_report
     from gdn_bench.results import summarize
 
     summary = summarize(results, resolve(results.meta["definition"]))
     print(format_table(results, summary))
-    paths = write_report(results, summary, Path(out))
+    try:
+        paths = write_report(results, summary, Path(out))
+    except OSError as e:
+        print(f"{prog}: error: cannot write the report under {out}: {e.strerror or e}", file=sys.stderr)
+        return 2
     print(f"wrote {', '.join(map(str, paths.values()))}")
     if "plot" not in paths:
         print("no kernel_time.png: nothing was timed" + ("" if "margins" in paths else ", and no margins.png: "
                                                            "nothing was checked"))
+    if results.meta.get("partial"):
+        print(f"{prog}: {results.meta['partial']}; the report holds those (marked partial)", file=sys.stderr)
+        return EXIT_STATUS
     return 0 if summary.total and summary.passed == summary.total else 1
 
 
@@ -155,17 +191,27 @@ def main(argv=None, *, checkout: Path) -> int:
     parser = build_parser(checkout)
     args = parser.parse_args(argv)
     chosen_project(parser, args)
-    prepare_triton()
-    from gdn_bench.runner import run
-
-    statuses, runs = [], []
+    statuses, runs, current = [], [], None
     try:
-        for settings in settings_from_args(args):
-            runs.append(run(settings))
-            statuses.append(report(runs[-1], settings.out))
+        prepare_triton()
+        from gdn_bench.runner import run
+
+        for current in settings_from_args(args):
+            runs.append(run(current))
+            statuses.append(report(runs[-1], current.out))
+            if statuses[-1] == EXIT_STATUS:  # Ctrl-C stopped this definition: none after it
+                return EXIT_STATUS
     except (ValueError, FileNotFoundError) as e:
-        print(f"run_local: error: {e}", file=sys.stderr)
+        print(f"{PROG}: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        if len(runs) > len(statuses):
+            where = f"while writing the report under {current.out}; it may be incomplete"
+        else:
+            where = "before any case ran" + (f" of {current.definition}" if statuses else "") + "; nothing written"
+            where += f" for it (written: {', '.join(str(r.meta['definition']) for r in runs)})" if statuses else ""
+        print(f"{PROG}: interrupted by Ctrl-C {where}", file=sys.stderr)
+        return EXIT_STATUS
     if len(runs) > 1 and any(r.meta["mode"] == "gpu" for r in runs):  # on CPU nothing is timed: no score
         report_track(runs, args.out)
     return max(statuses)

@@ -64,3 +64,11 @@ def cache_dir() -> Path:
         return Path(os.environ[CACHE_ENV]).expanduser()
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(base).expanduser() / "gdn-bench"
+
+
+def cache_dir_origin() -> str:
+    """Where cache_dir() comes from, in words, for messages about it."""
+    if os.environ.get(CACHE_ENV):
+        return f"${CACHE_ENV}"
+    base = "$XDG_CACHE_HOME" if os.environ.get("XDG_CACHE_HOME") else "~/.cache"
+    return f"{base}/gdn-bench, the default; set {CACHE_ENV} to choose another"

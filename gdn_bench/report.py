@@ -59,6 +59,8 @@ def header(results: Results, summary: Summary) -> list[str]:
     atol, rtol = meta["check"]["atol"], meta["check"]["rtol"]
     seed = meta.get("seed")
     lines = ["=" * 96, CPU_BANNER, "=" * 96] if cpu else [f"GPU: {meta.get('gpu')}"]
+    if meta.get("partial"):
+        lines.insert(0, f"PARTIAL RESULTS: {meta['partial']}; the others are missing below.")
     package = f"; harness: gdn_bench from {meta['package']}" if meta.get("package") else ""
     inputs = f"random tensors drawn from seed {seed} (replay: --seed {seed}), stored ones from the trace set"
     if not cpu:
@@ -150,7 +152,10 @@ def format_table(results: Results, summary: Summary) -> str:
     out += _problem_lines(summary)
     for algo, reason in results.skipped.items():
         out.append(f"skipped {algo}: {reason}")
-    out.append(f"passed {summary.passed}/{summary.total} (algorithm, workload) cases")
+    line = f"passed {summary.passed}/{summary.total} (algorithm, workload) cases"
+    if results.meta.get("partial"):
+        line += " (PARTIAL: interrupted)"
+    out.append(line)
     if not cpu:
         out += score_lines(results.meta.get("submission"), summary)
     return "\n".join(out)

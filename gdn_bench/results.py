@@ -3,15 +3,16 @@
     {"meta": {...}, "skipped": {algo: reason}, "floors_us": {group: µs}, "rows": [Row, ...],
      "reference": {workload uuid: {"us": µs, "source": "cached" or "measured", ...}}}
 
-meta names the definition and its submission algorithm ("submission"). A Row is one
-(algorithm, workload): the workload's axes, status and max errors (flashinfer-bench's names
-and statistics), the worst margin per output (gdn_bench.checking.worst_margin), and the
-timing tiers in µs (None where not measured). `reference` holds the kernel time of the
-definition's own reference per workload, timed like the rows' kernel tier (an entry of
-gdn_bench.reference_times, with where it came from). Partial results (one per Modal
-container, say) merge into one. Everything derived from them (pass counts, the two scores,
-the per-group medians, ratios and score shares the report shows) is computed here, once, by
-`summarize`; gdn_bench.report only renders it.
+meta names the definition and its submission algorithm ("submission"), and for a run that
+Ctrl-C stopped, where it stopped ("partial"). A Row is one (algorithm, workload): the
+workload's axes, status and max errors (flashinfer-bench's names and statistics, plus
+PACK_ERROR where the algorithm could not even be packed), the worst margin per output
+(gdn_bench.checking.worst_margin), and the timing tiers in µs (None where not measured).
+`reference` holds the kernel time of the definition's own reference per workload, timed like
+the rows' kernel tier (an entry of gdn_bench.reference_times, with where it came from).
+Partial results (one per Modal container, say) merge into one. Everything derived from them
+(pass counts, the two scores, the per-group medians, ratios and score shares the report
+shows) is computed here, once, by `summarize`; gdn_bench.report only renders it.
 
 The two scores of an algorithm, each a mean over workloads of a per-workload speedup:
 - contest score: the definition reference's time / the algorithm's kernel time, the

@@ -10,8 +10,10 @@ contest's speedup is that time / the submission's) and, where the definition has
 the memory floor per report group.
 Without a GPU, it checks correctness only, with Triton's interpreter (TRITON_INTERPRET=1 must
 be set before triton is first imported: gdn_bench.device.prepare_triton does it).
-Nothing is ever written into the dataset folder. `split` cuts a run into jobs that can run
-anywhere (scripts/run_modal.py runs them on Modal) and whose Results merge back into one.
+Nothing is ever written into the dataset folder. Ctrl-C stops a run and returns what
+finished, marked partial (meta["partial"] says where it stopped; gdn_bench.interrupts).
+`split` cuts a run into jobs that can run anywhere (scripts/run_modal.py runs them on Modal)
+and whose Results merge back into one.
 """
 
 import datetime
@@ -28,6 +30,7 @@ from tqdm import tqdm
 from gdn_bench.checking import ATOL, RTOL, CheckResult, SolutionCall, check_solutions, workload_inputs
 from gdn_bench.dataset import load_trace_set
 from gdn_bench.definitions import DEFAULT, DefinitionSpec, resolve
+from gdn_bench.interrupts import Interrupted, stage, workers_ignore_ctrl_c
 from gdn_bench.packing import PackError
 from gdn_bench.paths import harness_outside_project, project_root
 from gdn_bench.reference_times import ReferenceTimes, collect, default_file
@@ -178,6 +181,9 @@ def _meta(settings: RunSettings, trace_set: TraceSet, cpu: bool) -> dict:
     }
 
 
+PACK_ERROR = "PACK_ERROR"  # config.toml or the sources could not be packed: nothing was built
+
+
 def _reference_file(settings: RunSettings) -> Path | None:
     """The file of reference times the run reads and writes; None when it has its entries in memory."""
     return None if settings.reference_known is not None else settings.reference_file or default_file()
@@ -191,8 +197,9 @@ def _reference_times(settings: RunSettings) -> ReferenceTimes:
 
 
 def _packed(algos, results: Results, workloads):
-    """Pack each runnable algorithm; unavailable ones go to results.skipped, broken ones get
-    COMPILE_ERROR rows. Returns {name: Solution}."""
+    """Pack each runnable algorithm; unavailable ones go to results.skipped, ones that cannot
+    be packed (a broken config.toml, an entry point that is not there) get PACK_ERROR rows.
+    Returns {name: Solution}."""
     solutions = {}
     for algo in algos:
         reason = algo.unavailable()
@@ -202,12 +209,14 @@ def _packed(algos, results: Results, workloads):
         try:
             solutions[algo.name] = algo.solution()
         except PackError as e:
-            results.rows += [Row(algo.name, w.uuid, dict(w.axes), "COMPILE_ERROR", message=str(e)) for w in workloads]
+            results.rows += [Row(algo.name, w.uuid, dict(w.axes), PACK_ERROR, message=str(e)) for w in workloads]
     return solutions
 
 
 def run(settings: RunSettings) -> Results:
-    """Run settings.algos over the selected workloads (GPU: full tiers; CPU: correctness)."""
+    """Run settings.algos over the selected workloads (GPU: full tiers; CPU: correctness).
+    Ctrl-C once the workloads are chosen returns the rows that finished, with
+    meta["partial"] saying where the run stopped; before, it raises KeyboardInterrupt."""
     cpu = not torch.cuda.is_available()
     spec = settings.spec
     algos = [spec.algos_by_name[n] for n in settings.algos]
@@ -216,12 +225,20 @@ def run(settings: RunSettings) -> Results:
     results = Results(meta=_meta(settings, trace_set, cpu))
     # Read before any work, so that a broken file stops the run at once.
     times = None if cpu or settings.reference is None else _reference_times(settings)
-    solutions = _packed(algos, results, workloads)
-    if solutions and workloads:
-        (_run_cpu if cpu else _run_gpu)(settings, trace_set, workloads, solutions, results)
-        if times is not None:
-            _reference_tier(settings.reference, trace_set.definitions[spec.name], trace_set.root, workloads, times,
-                            results, settings.seed)
+    try:
+        with stage("packing"):
+            solutions = _packed(algos, results, workloads)
+        if solutions and workloads:
+            (_run_cpu if cpu else _run_gpu)(settings, trace_set, workloads, solutions, results)
+            if times is not None:
+                with stage("definition reference (CUPTI)"):
+                    _reference_tier(settings.reference, trace_set.definitions[spec.name], trace_set.root, workloads,
+                                    times, results, settings.seed)
+    except KeyboardInterrupt as e:
+        where = e.stage if isinstance(e, Interrupted) else "the run"
+        planned = len(workloads) * sum(a.name not in results.skipped for a in algos)
+        results.meta["partial"] = (f"interrupted by Ctrl-C during {where}: {len(results.rows)} of {planned} "
+                                   "(algorithm, workload) cases have a row")
     kinds = {w.uuid: spec.workload_kind(w) for w in workloads}
     for row in results.rows:
         row.kind = kinds[row.workload]
@@ -235,17 +252,19 @@ def _row(algo: str, r: CheckResult) -> Row:
                margins=margins, message=r.message)
 
 
-def _checked(settings, trace_set, workloads, solutions, device: str, desc: str) -> dict[tuple[str, str], Row]:
-    """check_solutions over the selection, as {(algo, workload uuid): Row}."""
+def _checked(settings, trace_set, workloads, solutions, device: str, desc: str, take) -> None:
+    """check_solutions over the selection: take(Row) as each (algorithm, workload) finishes."""
     definition = trace_set.definitions[settings.spec.name]
-    with tqdm(total=len(workloads) * len(solutions), desc=desc, unit="case") as bar:
-        checked = check_solutions(definition, solutions, workloads, trace_set.root, device, settings.seed,
-                                  progress=bar.update)
-    return {(algo, r.workload): _row(algo, r) for algo, rs in checked.items() for r in rs}
+    with stage(desc), tqdm(total=len(workloads) * len(solutions), desc=desc, unit="case") as bar:
+        def finished(algo: str, result: CheckResult) -> None:
+            take(_row(algo, result))
+            bar.update()
+
+        check_solutions(definition, solutions, workloads, trace_set.root, device, settings.seed, progress=finished)
 
 
 def _run_cpu(settings, trace_set, workloads, solutions, results: Results) -> None:
-    results.rows += _checked(settings, trace_set, workloads, solutions, "cpu", "checking (CPU)").values()
+    _checked(settings, trace_set, workloads, solutions, "cpu", "checking (CPU)", results.rows.append)
 
 
 def _finite(x: float) -> float | None:
@@ -253,36 +272,49 @@ def _finite(x: float) -> float | None:
 
 
 def _run_gpu(settings, trace_set, workloads, solutions, results: Results) -> None:
+    """The tiers in turn; the rows hold what finished even when Ctrl-C stops a tier."""
     spec = settings.spec
     definition = trace_set.definitions[spec.name]
-    rows = _harness_tier(settings, trace_set, definition, workloads, solutions)
-    for key, checked in _checked(settings, trace_set, workloads, solutions, "cuda", "margins").items():
-        rows[key].margins = checked.margins
-    _kernel_tier(spec, definition, trace_set.root, workloads, solutions, rows, settings.seed)
-    results.rows += rows.values()
+    rows: dict[tuple[str, str], Row] = {}
+
+    def margins(checked: Row) -> None:
+        rows[(checked.algo, checked.workload)].margins = checked.margins
+
+    try:
+        _harness_tier(settings, trace_set, definition, workloads, solutions, rows)
+        _checked(settings, trace_set, workloads, solutions, "cuda", "margins", margins)
+        _kernel_tier(spec, definition, trace_set.root, workloads, solutions, rows, settings.seed)
+    finally:
+        results.rows += rows.values()
     if spec.floor_us is not None:
         groups = sorted({spec.group_of(w.axes) for w in workloads})
-        for group in tqdm(groups, desc="memory floor", unit="group"):
-            results.floors_us[group] = spec.floor_us(group)
+        with stage("memory floor"):
+            for group in tqdm(groups, desc="memory floor", unit="group"):
+                results.floors_us[group] = spec.floor_us(group)
 
 
-def _harness_tier(settings, trace_set, definition, workloads, solutions) -> dict:
+def _harness_tier(settings, trace_set, definition, workloads, solutions, rows: dict) -> None:
     """flashinfer-bench's Benchmark, one workload at a time (for progress), never dumping
-    traces. Returns {(algo, workload uuid): Row}."""
+    traces: a Row per (algo, workload uuid) into `rows`. Its worker processes ignore Ctrl-C
+    (this process stops them when it closes the Benchmark)."""
     bench_set = TraceSet(
         root=trace_set.root,
         definitions={definition.name: definition},
         solutions={definition.name: list(solutions.values())},
         workloads={definition.name: []},
     )
-    by_solution_name = {s.name: algo for algo, s in solutions.items()}
     harness = harness_settings(settings)
     config = BenchmarkConfig(
         warmup_runs=harness["warmup"], iterations=harness["iterations"], num_trials=harness["trials"],
         log_dir=str(Path(settings.out) / "logs"), definitions=[definition.name], profile_baseline=False,
     )
-    bench = Benchmark(bench_set, config)
-    rows = {}
+    with stage("flashinfer-bench's Benchmark"), workers_ignore_ctrl_c():
+        _benchmark(Benchmark(bench_set, config), bench_set, definition, workloads, solutions, rows)
+
+
+def _benchmark(bench: Benchmark, bench_set: TraceSet, definition, workloads, solutions, rows: dict) -> None:
+    """Each workload through `bench` (closed at the end) into `rows`."""
+    by_solution_name = {s.name: algo for algo, s in solutions.items()}
     try:
         for w in tqdm(workloads, desc="flashinfer-bench", unit="workload"):
             bench_set.workloads[definition.name] = [Trace(definition=definition.name, workload=w)]
@@ -303,7 +335,6 @@ def _harness_tier(settings, trace_set, definition, workloads, solutions) -> dict
                                                     message="flashinfer-bench returned no evaluation"))
     finally:
         bench.close()
-    return rows
 
 
 def _kernel_tier(spec, definition, root, workloads, solutions, rows: dict, seed: int) -> None:
@@ -314,15 +345,16 @@ def _kernel_tier(spec, definition, root, workloads, solutions, rows: dict, seed:
     registry = BuilderRegistry.get_instance()
     order = sorted(solutions, key=lambda a: spec.algos_by_name[a].time_last)
     todo = [(a, w) for a in order for w in workloads if rows[(a, w.uuid)].status == "PASSED"]
-    for algo, w in tqdm(todo, desc="kernel time (CUPTI)", unit="case"):
-        row = rows[(algo, w.uuid)]
-        call = SolutionCall(definition, registry.build(definition, solutions[algo]),
-                            workload_inputs(definition, w, root, "cuda", seed), "cuda")
-        try:
-            with torch.no_grad():
-                row.kernel_us = kernel_time_us(call)
-        except TimingError as e:
-            row.message = f"kernel timing failed: {e}"
+    with stage("kernel time (CUPTI)"):
+        for algo, w in tqdm(todo, desc="kernel time (CUPTI)", unit="case"):
+            row = rows[(algo, w.uuid)]
+            call = SolutionCall(definition, registry.build(definition, solutions[algo]),
+                                workload_inputs(definition, w, root, "cuda", seed), "cuda")
+            try:
+                with torch.no_grad():
+                    row.kernel_us = kernel_time_us(call)
+            except TimingError as e:
+                row.message = f"kernel timing failed: {e}"
 
 
 def _reference_tier(mode: str, definition, root, workloads, times: ReferenceTimes, results: Results,

@@ -5,9 +5,10 @@ top-level files of solution/<language>/. To submit both definitions from one bra
 points at a new commit (parent HEAD) whose tree is HEAD's tree with config.toml replaced by
 gdn_bench.packing.config_text_for(definition): made through a temporary index, hash-object,
 write-tree, commit-tree and tag, so no branch is switched and the working tree and index are
-untouched. It refuses, with one SubmitError, when the entry file is missing or does not
-define the entry point, when the tag exists, or when solution/ or config.toml have changes
-that are not committed (the tag would not hold what the user sees).
+untouched. It refuses, with one SubmitError, when the tag name is not one git takes, when
+the entry file is missing or does not define the entry point, when the tag exists, or when
+solution/ or config.toml have changes that are not committed (the tag would not hold what
+the user sees). Every SubmitError is one line that says what to do.
 """
 
 import os
@@ -25,12 +26,38 @@ class SubmitError(RuntimeError):
 
 
 def git(repo: Path, *args: str, stdin: str | None = None, env: dict | None = None, strip: bool = True) -> str:
-    """Run git in `repo`; its stdout (stripped unless told), or SubmitError with git's own message."""
+    """Run git in `repo` (never prompting for credentials); its stdout (stripped unless told),
+    or SubmitError with git's own reason, in one line."""
     result = subprocess.run(["git", "-C", str(repo), *args], input=stdin, capture_output=True, text=True,
-                            env={**os.environ, **(env or {})})
+                            env={**os.environ, "GIT_TERMINAL_PROMPT": "0", **(env or {})})
     if result.returncode != 0:
-        raise SubmitError(f"git {' '.join(args)} failed: {result.stderr.strip() or result.stdout.strip()}")
+        raise SubmitError(f"git {' '.join(args)} failed: {git_reason(result.stderr or result.stdout)}")
     return result.stdout.strip() if strip else result.stdout
+
+
+def git_reason(output: str) -> str:
+    """git's reason for a failure in one line: its first 'fatal:' or 'error:' line, else its
+    first line (or 'no reason given')."""
+    lines = [line.strip() for line in output.splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith(("fatal:", "error:"))]
+    return (errors or lines or ["no reason given"])[0]
+
+
+def check_tag_name(repo: Path, tag: str) -> None:
+    """SubmitError unless `tag` is a valid git tag name (git check-ref-format)."""
+    if subprocess.run(["git", "-C", str(repo), "check-ref-format", f"refs/tags/{tag}"]).returncode != 0:
+        raise SubmitError(f"--tag {tag!r} is not a valid git tag name (no spaces, '..', '~', '^', ':', '?', '*', "
+                          "'[', '\\' or '@{', no part starting with '.' or ending with '.lock', no trailing '/' or "
+                          "'.': git help check-ref-format); choose another")
+
+
+def check_remote(repo: Path, remote: str) -> None:
+    """SubmitError unless `remote` is a remote of `repo`, or a URL or path git can push to."""
+    if "/" in remote or ":" in remote:  # a URL or a path: git push takes it as it is
+        return
+    if subprocess.run(["git", "-C", str(repo), "remote", "get-url", remote], capture_output=True).returncode != 0:
+        raise SubmitError(f"--remote {remote!r}: no such remote in {repo} (`git remote -v` lists them); add it "
+                          f"with `git remote add {remote} URL`, or name another with --remote")
 
 
 def _refuse_uncommitted(repo: Path) -> None:
@@ -41,13 +68,20 @@ def _refuse_uncommitted(repo: Path) -> None:
                           "them; commit (or stash) them first")
 
 
-def tag_submission(repo: Path, definition: str, tag: str) -> str:
-    """Create tag `tag` on a commit submitting `definition` (a full name); returns the commit."""
+def tag_submission(repo: Path, definition: str, tag: str, remote: str | None = None) -> str:
+    """Create tag `tag` on a commit submitting `definition` (a full name); returns the commit.
+    With `remote` (the tag is to be pushed there next), that remote is checked first."""
     repo = Path(git(repo, "rev-parse", "--show-toplevel"))
-    git(repo, "check-ref-format", f"refs/tags/{tag}")
-    if subprocess.run(["git", "-C", str(repo), "rev-parse", "-q", "--verify", f"refs/tags/{tag}"],
-                      capture_output=True).returncode == 0:
-        raise SubmitError(f"tag {tag!r} already exists; choose another name (or delete it: git tag -d {tag})")
+    check_tag_name(repo, tag)
+    if remote is not None:
+        check_remote(repo, remote)
+    existing = subprocess.run(["git", "-C", str(repo), "rev-parse", "-q", "--verify", f"refs/tags/{tag}^{{commit}}"],
+                              capture_output=True, text=True)
+    if existing.returncode == 0:
+        push = f"git push {remote or 'origin'} refs/tags/{tag}"
+        raise SubmitError(f"tag {tag!r} already exists (commit {existing.stdout.strip()[:12]}); to submit it as it "
+                          f"is, push it: {push}; to make it anew, delete it first (git tag -d {tag}) or choose "
+                          "another name")
     _refuse_uncommitted(repo)
     mode = git(repo, "ls-tree", "HEAD", "config.toml").split(" ")[0]
     if not mode:
@@ -71,4 +105,9 @@ def tag_submission(repo: Path, definition: str, tag: str) -> str:
 
 
 def push_tag(repo: Path, tag: str, remote: str) -> None:
-    git(repo, "push", remote, f"refs/tags/{tag}")
+    """Push `tag` to `remote`; SubmitError, saying the tag stays and how to push it, if that fails."""
+    try:
+        git(repo, "push", remote, f"refs/tags/{tag}")
+    except SubmitError as e:
+        raise SubmitError(f"{e}; the tag {tag!r} was made and stays: push it with `git push {remote} refs/tags/{tag}` "
+                          f"once that is fixed (or delete it: git tag -d {tag})") from None

@@ -15,7 +15,7 @@ from pathlib import Path
 from flashinfer_bench import Definition, TraceSet
 from flashinfer_bench.data import save_json_file
 
-from gdn_bench.paths import cache_dir
+from gdn_bench.paths import cache_dir, cache_dir_origin
 
 STAMP = "generator.json"
 
@@ -34,12 +34,17 @@ def _stamped(root: Path, key: dict) -> bool:
 
 
 def materialized(folder: str, key: dict, write: Callable[[Path], None]) -> Path:
-    """cache_dir()/folder, first (re)written by write(root) unless it is stamped with `key`."""
+    """cache_dir()/folder, first (re)written by write(root) unless it is stamped with `key`;
+    ValueError, naming the cache folder and where it came from, when it cannot be written."""
     root = cache_dir() / folder
     if _stamped(root, key):
         return root
-    root.parent.mkdir(parents=True, exist_ok=True)
-    fresh = Path(tempfile.mkdtemp(prefix=f".{folder}-", dir=root.parent))
+    try:
+        root.parent.mkdir(parents=True, exist_ok=True)
+        fresh = Path(tempfile.mkdtemp(prefix=f".{folder}-", dir=root.parent))
+    except OSError as e:
+        raise ValueError(f"cannot write the generated trace set {folder} into the cache folder {root.parent} "
+                         f"({cache_dir_origin()}): {e.strerror}") from None
     try:
         write(fresh)
         (fresh / STAMP).write_text(json.dumps(key), encoding="utf-8")

@@ -8,7 +8,7 @@ run_local does.
     modal run scripts/run_modal.py --definition both        # the track: both definitions' jobs at once
     python scripts/run_modal.py [same flags]                # checks them before contacting Modal
 
-Flags: run_local's (--definition, --algo or $ALGO, -n, --batch-sizes / --seq-lens, --workload-id,
+Flags: run_local's (--definition, --algo, -n, --batch-sizes / --seq-lens, --workload-id,
 --warmup, --iterations, --trials, --seed, --reference, --reference-cache, --out) except
 --dataset, plus the Modal ones below. The trace set is the definition's own (decode: embedded;
 prefill: the generated mix), or the one at --volume-path inside the Modal Volume --volume.
@@ -20,11 +20,14 @@ The reference times live in the local cache file, as for run_local: the jobs of 
 algorithm get its entries, measure those missing, and what they measured is written into it.
 The Volume gdn-decode-kit-triton-cache holds Triton's cache, so kernels compile once, and the
 generated prefill trace set (written by one container before the jobs start).
-Needs Modal credentials (`modal setup`). Exit status: 0 when every (algorithm, workload)
-passed, 1 when any failed, 2 for bad arguments or missing credentials.
+Needs Modal credentials (`modal setup`) and Modal's server answering within
+CONNECT_TIMEOUT_S (both checked before the app starts). Exit status: 0 when every (algorithm,
+workload) passed, 1 when any failed, 2 for bad arguments, missing credentials or no answer
+from Modal, 130 when Ctrl-C stopped it.
 """
 
 import argparse
+import asyncio
 import os
 import sys
 from dataclasses import replace
@@ -33,8 +36,9 @@ from pathlib import Path
 import modal
 
 from gdn_bench.arguments import positive_int
-from gdn_bench.cli import add_run_arguments, report, report_track, settings_from_args
+from gdn_bench.cli import add_run_arguments, algorithms_epilog, report, report_track, settings_from_args
 from gdn_bench.device import prepare_triton
+from gdn_bench.interrupts import EXIT_STATUS
 from gdn_bench.paths import checkout_of, use_project
 from gdn_bench.reference_times import ReferenceTimes, as_cached, default_file
 
@@ -52,6 +56,9 @@ NO_CREDENTIALS = (
     "run_modal: no Modal credentials found. Run `modal setup` once (it stores a token in "
     "~/.modal.toml), or set MODAL_TOKEN_ID and MODAL_TOKEN_SECRET, then try again."
 )
+# Modal's client retries a server that does not answer for about a minute and has no setting
+# to shorten that; the hello that checks the server before anything starts waits this long.
+CONNECT_TIMEOUT_S = 10.0
 
 
 def has_credentials() -> bool:
@@ -65,12 +72,45 @@ def has_credentials() -> bool:
 def require_credentials() -> None:
     """Exit with status 2 and NO_CREDENTIALS when Modal could not authenticate."""
     if not has_credentials():
-        print(NO_CREDENTIALS, file=sys.stderr)
-        raise SystemExit(2)
+        _fail(NO_CREDENTIALS)
 
 
-if modal.is_local() and "modal.cli.run" in sys.modules:
-    require_credentials()  # `modal run` is importing this file, and connects to Modal next
+def _fail(line: str) -> None:
+    print(line, file=sys.stderr)
+    raise SystemExit(2)
+
+
+def _server() -> str:
+    """Modal's server URL and where it came from, in words."""
+    from modal.config import config
+
+    source = "$MODAL_SERVER_URL" if os.environ.get("MODAL_SERVER_URL") else "Modal's config"
+    return f"{config.get('server_url')} (from {source})"
+
+
+def require_server(timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+    """Exit with status 2 and one line unless Modal's server answers Modal's own hello
+    (Client.hello: connects and checks the credentials) within `timeout_s`."""
+    from modal.exception import AuthError, Error
+
+    async def hello():
+        client = await modal.Client.from_env.aio()
+        await client.hello.aio()
+
+    try:
+        asyncio.run(asyncio.wait_for(hello(), timeout_s))
+    except TimeoutError:
+        _fail(f"run_modal: error: no answer from Modal's server {_server()} within {timeout_s:g} s; check the "
+              "network connection (and MODAL_SERVER_URL, if set), then try again")
+    except AuthError as e:
+        _fail(f"run_modal: error: Modal refused the credentials ({_first_line(e)}); run `modal setup` again, or "
+              "set MODAL_TOKEN_ID and MODAL_TOKEN_SECRET")
+    except (Error, OSError) as e:
+        _fail(f"run_modal: error: cannot reach Modal's server {_server()}: {_first_line(e)}")
+
+
+def _first_line(error: BaseException) -> str:
+    return next((line.strip() for line in str(error).splitlines() if line.strip()), type(error).__name__)
 
 
 def with_sources(base: modal.Image) -> modal.Image:
@@ -119,7 +159,7 @@ def prepare_dataset(definition: str) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     """run_local's flags but --dataset, and the Modal ones."""
-    parser = argparse.ArgumentParser(prog="run_modal.py", description=__doc__,
+    parser = argparse.ArgumentParser(prog="run_modal.py", description=__doc__, epilog=algorithms_epilog(),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_run_arguments(parser)
     parser.add_argument("--gpu", default=DEFAULT_GPU, help=f"Modal GPU type (default {DEFAULT_GPU})")
@@ -176,32 +216,44 @@ def launch(todo: list, args: argparse.Namespace) -> int:
     """Run the jobs on the running app, merge their results per definition, write each report
     (and the track score when both ran) and keep the reference times they measured in the
     local cache file. Each definition's own trace set is prepared first, by one container,
-    when it is generated."""
+    when it is generated. Ctrl-C keeps the jobs that finished: their reports, marked partial
+    (status 130)."""
     from gdn_bench.results import Results, merge
 
     print(f"run_modal: {len(todo)} jobs on up to {args.max_containers} {args.gpu} GPUs")
     outs = {job.spec.name: job.out for job in todo}  # each definition's folder, in the order they run
     times = ReferenceTimes(args.reference_cache)
+    parts, partial = [], None
     try:
         if args.volume is None:
             for name in outs:
                 print(f"run_modal: trace set {prepare_dataset.remote(name)}")
-        parts = configured_job(args.gpu, args.max_containers, args.volume).map(todo)
-        parts = [Results.from_json(part) for part in parts]
+        for part in configured_job(args.gpu, args.max_containers, args.volume).map(todo):
+            parts.append(Results.from_json(part))
     except (ValueError, FileNotFoundError, modal.exception.NotFoundError) as e:
         print(f"run_modal: error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        if not parts:
+            print("run_modal: interrupted by Ctrl-C before any job finished; nothing written", file=sys.stderr)
+            return EXIT_STATUS
+        partial = f"interrupted by Ctrl-C: {len(parts)} of {len(todo)} jobs finished"
     statuses, runs = [], []
     for name, out in outs.items():
-        results = merge([part for part in parts if part.meta["definition"] == name])
+        mine = [part for part in parts if part.meta["definition"] == name]
+        if not mine:
+            continue
+        results = merge(mine)
+        if partial:
+            results.meta["partial"] = partial
         # The checkout whose sources the jobs ran, and the file that keeps their reference times.
         results.meta.update(root=str(PROJECT_ROOT), package=None)
         results.meta["reference"]["file"] = str(times.path)
         if as_cached(results.reference):
             times.save(as_cached(results.reference))
         runs.append(results)
-        statuses.append(report(results, out))
-    if len(runs) > 1 and any(r.meta["mode"] == "gpu" for r in runs):  # .local() on CPU: nothing timed
+        statuses.append(report(results, out, "run_modal"))
+    if not partial and len(runs) > 1 and any(r.meta["mode"] == "gpu" for r in runs):  # .local() on CPU: nothing timed
         report_track(runs, args.out)
     return max(statuses)
 
@@ -215,12 +267,38 @@ def modal_main(*arglist: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python scripts/run_modal.py`: flags and credentials are checked before the app starts."""
+    """`python scripts/run_modal.py`: flags, credentials and the server are checked before the
+    app starts."""
     todo, args = plan(argv)
     require_credentials()
-    with modal.enable_output(), app.run():
-        return launch(todo, args)
+    require_server()
+    from modal.exception import AuthError, ConnectionError as ModalConnectionError
 
+    try:
+        with modal.enable_output(), app.run():
+            return launch(todo, args)
+    except (ModalConnectionError, AuthError) as e:
+        print(f"run_modal: error: lost Modal's server {_server()}: {_first_line(e)}; nothing written; try again",
+              file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("run_modal: interrupted by Ctrl-C before any job ran; Modal stops the app; nothing written",
+              file=sys.stderr)
+        return EXIT_STATUS
+
+
+def _before_modal_run() -> None:
+    """When `modal run` imports this file (it starts the app next): --help prints this
+    script's flags; else credentials and the server are checked, each failing in one line."""
+    if {"-h", "--help"} & set(sys.argv[1:]):
+        build_parser().print_help()
+        raise SystemExit(0)
+    require_credentials()
+    require_server()
+
+
+if modal.is_local() and "modal.cli.run" in sys.modules:
+    _before_modal_run()
 
 if __name__ == "__main__":
     raise SystemExit(main())

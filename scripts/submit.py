@@ -5,8 +5,9 @@
 The tag points at a new commit whose tree is HEAD's with config.toml's [solution] and [build]
 naming that definition and its entry point (gdn_bench/submit.py: git plumbing, no branch
 switch, working tree untouched). `pack_solution.py --definition ...` packs the same thing.
-Exit status 0 when tagged (and pushed), 2 when refused (missing entry file, existing tag,
-uncommitted changes in solution/ or config.toml) or when git fails.
+Exit status 0 when tagged (and pushed), 2 when refused (a tag name git does not take, an
+unknown --remote with --push, missing entry file, existing tag, uncommitted changes in
+solution/ or config.toml) or when git fails; every refusal is one line saying what to do.
 """
 
 import argparse
@@ -31,7 +32,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     spec = resolve(args.definition)
     try:
-        commit = tag_submission(args.repo, spec.name, args.tag)
+        commit = tag_submission(args.repo, spec.name, args.tag, args.remote if args.push else None)
         print(f"tagged {args.tag} -> {commit[:12]}: {spec.name}")
         if args.push:
             push_tag(args.repo, args.tag, args.remote)

@@ -13,7 +13,7 @@ import sys
 
 import torch
 
-from gdn_bench.arguments import add_root_argument, chosen_project, output_file, positive_ints
+from gdn_bench.arguments import add_root_argument, checked, chosen_project, output_file, positive_ints
 from gdn_bench.definitions.decode import DECODE
 from gdn_bench.kernel_bench import BATCH_SIZES
 from gdn_bench.launch_tuning import best_table, sweep, write_launch_table
@@ -25,10 +25,14 @@ def main(argv=None) -> int:
     parser.add_argument("--batch-sizes", type=positive_ints, default=list(BATCH_SIZES),
                         help=f"comma-separated (default {','.join(map(str, BATCH_SIZES))})")
     parser.add_argument("--write", action="store_true", help="rewrite LAUNCH_TABLE in kernel.py")
-    parser.add_argument("--out", type=output_file, default="results/tune_launch.json", help="the sweep, as JSON")
+    parser.add_argument("--out", type=output_file("tune_launch.json"), default="results/tune_launch.json",
+                        help="the sweep, as JSON (a folder gets tune_launch.json in it)")
     add_root_argument(parser, checkout_of(__file__))
     args = parser.parse_args(argv)
     chosen_project(parser, args)
+    if args.write:  # the file it rewrites, checked before the sweep
+        entry = DECODE.submission_entry()
+        checked(parser, "--write", output_file(entry.name), entry)
     if not torch.cuda.is_available():
         print("tune_launch: error: needs a CUDA GPU", file=sys.stderr)
         return 2

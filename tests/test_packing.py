@@ -10,10 +10,12 @@ from flashinfer_bench import Solution
 
 from flashinfer_bench.agents.solution_handler import VALID_SOURCE_EXTENSIONS
 
+from gdn_bench.algos import load_module
 from gdn_bench.packing import PackError, pack, read_config, solution_dir, write_solution
 from helpers import ROOT
 
 SCRIPT = ROOT / "scripts" / "pack_solution.py"
+pack_script = load_module(SCRIPT, "pack_solution_script_packing")
 CONFIG_PATH = ROOT / "config.toml"
 GOOD_CONFIG = CONFIG_PATH.read_text(encoding="utf-8")
 SOURCES = solution_dir(ROOT, "triton")
@@ -122,7 +124,11 @@ def test_root_that_is_no_checkout(tmp_path):
     assert "is not a checkout of the kit: it has no config.toml and no solution" in result.stderr
 
 
-def test_output_that_is_a_folder_exit_2_before_packing(tmp_path):
-    result = _run("-o", tmp_path)
-    assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert f"argument -o/--output: {tmp_path} is a folder; name a file in it" in result.stderr
+@pytest.mark.parametrize("given", ["newdir/", "existing"], ids=["trailing-slash", "existing-folder"])
+def test_output_naming_a_folder_gets_solution_json_in_it(given, tmp_path, capsys):
+    """Table row `pack_solution.py -o /tmp/newdir/`: a trailing slash means a folder."""
+    (tmp_path / "existing").mkdir()
+    assert pack_script.main(["-o", str(tmp_path / given) + ("/" if given.endswith("/") else "")]) == 0
+    written = tmp_path / given.rstrip("/") / "solution.json"
+    assert Solution.model_validate_json(written.read_text()).definition == "gdn_decode_qk4_v8_d128_k_last"
+    assert capsys.readouterr().out.startswith(f"wrote {written}: ")

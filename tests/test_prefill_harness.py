@@ -59,7 +59,8 @@ def test_bad_flags_one_message_exit_2(argv, message, capsys):
      "--batch-sizes applies to --definition decode; prefill selects by --seq-lens"),
     (["--seq-lens", "6"], "--seq-lens applies to --definition prefill; decode selects by --batch-sizes"),
     (["--definition", "prefill", "--algo", "fla-recurrent"],
-     "unknown algorithm fla-recurrent; valid: triton-chunked, pt-reference"),
+     "--algo: unknown prefill algorithm fla-recurrent; fla-recurrent is a decode algorithm: add --definition "
+     "decode (prefill's: triton-chunked, pt-reference"),
     (["--definition", "prefill", "--seq-lens", "5,6", "--dataset", str(EMBEDDED_PATH)],
      "--seq-lens: no workload has total_seq_len 5; the total_seq_len values are 6, 23, 41, 64, 70"),
 ], ids=["decode-flag", "prefill-flag", "decode-algorithm", "absent-length"])
@@ -160,6 +161,6 @@ def test_non_finite_margin_is_reported_and_json_safe(tmp_path):
 
 def test_an_empty_cpu_subset_is_an_error_that_says_what_to_do():
     long_only = [w for w in PREFILL.planned_workloads() if w.axes["total_seq_len"] > 128]
-    with pytest.raises(ValueError, match=r"the CPU pass takes the first 6 workloads of at most 128 tokens, and this "
+    with pytest.raises(ValueError, match=r"the CPU pass takes its workloads of at most 128 tokens \(up to 6, the first\), and this "
                                          r"trace set has none; choose workloads with --seq-lens, -n or --workload-id"):
         select_workloads(long_only, RunSettings(algos=[], definition="prefill"), cpu=True)

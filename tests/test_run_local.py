@@ -7,8 +7,11 @@ test_reference_times.py (and, on a GPU, here)."""
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -38,11 +41,12 @@ def test_defaults(monkeypatch):
     assert s.out.parent.name == "results"
 
 
-def test_environment_fallbacks(monkeypatch, tmp_path):
-    monkeypatch.setenv("ALGO", "pt-reference,fla-recurrent")
-    monkeypatch.setenv("FIB_DATASET_PATH", str(tmp_path))
-    s = _settings([])
-    assert s.algos == ["pt-reference", "fla-recurrent"] and s.dataset == tmp_path
+def test_generic_environment_variables_steer_nothing(monkeypatch, tmp_path):
+    """$ALGO and $FIB_DATASET_PATH (names other tools use) are not read: only flags choose."""
+    monkeypatch.setenv("ALGO", "fla-recurrent-typo")
+    monkeypatch.setenv("FIB_DATASET_PATH", str(tmp_path / "elsewhere"))
+    s = _settings(["--definition", "prefill"])
+    assert s.algos == ["triton-chunked"] and s.dataset is None
 
 
 def test_all_and_filters():
@@ -54,7 +58,7 @@ def test_all_and_filters():
 @pytest.mark.parametrize("argv", [["--batch-sizes", "1,x"], ["--batch-sizes", "0"], ["--batch-sizes", "1,,4"],
                                   ["-n", "0"], ["-n", "abc"], ["--iterations", "-1"], ["--definition", "nope"],
                                   ["--seed", "-1"], ["--seed", "x"], ["--reference", "fresh"],
-                                  ["--reference-cache", "/"]], ids=" ".join)
+                                  ["--reference-cache", "/proc/nope/x.json"]], ids=" ".join)
 def test_bad_numbers_exit_2(argv, capsys):
     with pytest.raises(SystemExit) as e:
         cli.build_parser(ROOT).parse_args(argv)
@@ -78,7 +82,7 @@ def test_definition_both_runs_each_under_its_own_folder(monkeypatch, tmp_path):
     assert [(s.definition, s.algos, s.sizes, s.out) for s in runs] == [
         ("decode", ["fla-recurrent"], [1], tmp_path / "decode"),
         ("prefill", ["triton-chunked"], [6], tmp_path / "prefill")]
-    with pytest.raises(ValueError, match="^prefill: unknown algorithm fla-recurrent; valid: triton-chunked"):
+    with pytest.raises(ValueError, match="^prefill: --algo: unknown prefill algorithm fla-recurrent; fla-recurrent is a decode algorithm"):
         cli.settings_from_args(cli.build_parser(ROOT).parse_args(["--definition", "both", "--algo", "fla-recurrent"]))
 
 
@@ -97,7 +101,28 @@ def _main(argv, capsys):
 
 def test_unknown_algorithm_lists_the_valid_ones(capsys, tmp_path):
     code, _, err = _main(["--algo", "fla-recurent", "--out", str(tmp_path)], capsys)
-    assert code == 2 and "unknown algorithm fla-recurent" in err and "fla-recurrent" in err and "all" in err
+    assert code == 2 and err.count("\n") == 1 and "--algo: unknown decode algorithm fla-recurent" in err
+    assert "fla-recurrent" in err and "all" in err and "prefill" not in err
+
+
+@pytest.mark.parametrize("definition, name, owner", [("decode", "triton-chunked", "prefill"),
+                                                     ("prefill", "fla-recurrent", "decode")])
+def test_an_algorithm_of_the_other_definition_says_so(definition, name, owner, capsys, tmp_path):
+    code, _, err = _main(["--definition", definition, "--algo", f"pt-reference,{name}", "--out", str(tmp_path)],
+                         capsys)
+    assert code == 2 and err.count("\n") == 1
+    assert f"unknown {definition} algorithm {name}; {name} is a {owner} algorithm: add --definition {owner}" in err
+
+
+def test_help_lists_the_algorithms_of_each_definition():
+    text = cli.build_parser(ROOT).format_help()
+    listing = text[text.index("algorithms (--algo), per definition"):]
+    for spec in DEFINITIONS.values():
+        block = listing[listing.index(f"  {spec.short}:"):]
+        first = block.splitlines()[1].split()[0]
+        assert first == spec.submission  # the default comes first
+        assert all(f"    {a.name} " in block for a in spec.algos)
+    assert listing.index("triton-chunked") > listing.index("  prefill:") > listing.index("fla-recurrent")
 
 
 def test_missing_dataset_is_an_error_and_is_not_created(capsys, tmp_path):
@@ -282,16 +307,22 @@ def test_root_that_is_no_checkout_exit_2(capsys, tmp_path):
     assert e.value.code == 2 and "argument --root: " in err and "has no config.toml and no solution" in err
 
 
-@pytest.mark.parametrize("make", ["file", "file-parent"])
-def test_out_that_cannot_be_a_folder_exit_2_before_any_work(make, capsys, tmp_path):
+@pytest.mark.parametrize("make", ["file", "file-parent", "proc"])
+def test_out_that_cannot_be_a_folder_exit_2_before_any_work(make, capsys, tmp_path, monkeypatch):
+    """Table row `run_local.py --out /proc/x`: a folder that cannot be made is found before any
+    work (the runner is never reached), whoever runs it (root's permission bits say yes)."""
+    if make == "proc" and not Path("/proc/self").is_dir():
+        pytest.skip("no /proc here")
     (tmp_path / "taken").write_text("x")
-    out = tmp_path / "taken" if make == "file" else tmp_path / "taken" / "sub"
+    out = {"file": tmp_path / "taken", "file-parent": tmp_path / "taken" / "sub", "proc": Path("/proc/x")}[make]
+    monkeypatch.setattr("gdn_bench.runner.run", lambda settings: pytest.fail("the run started"))
     with pytest.raises(SystemExit) as e:
         cli.main(["--algo", "pt-reference", "--out", str(out)], checkout=ROOT)
     err = capsys.readouterr().err
     last = err.strip().splitlines()[-1]  # after the usage: one line, naming the flag
     assert e.value.code == 2 and "Traceback" not in err and last.startswith("run_local.py: error: argument --out: ")
-    assert last.endswith("taken exists and is not a folder" if make == "file" else "taken is a file, not a folder")
+    assert last.endswith({"file": "taken exists and is not a folder", "file-parent": "taken is a file, not a folder",
+                          "proc": "cannot create /proc/x: cannot write into /proc (No such file or directory)"}[make])
 
 
 def test_a_workloads_inputs_depend_on_the_seed_and_its_uuid_only():
@@ -319,8 +350,9 @@ def test_a_broken_config_says_why_under_the_table(other_checkout, capsys, tmp_pa
     config.write_text(config.read_text().replace('entry_point = "kernel.py::kernel"', 'entry_point = "kernel.py"'))
     code, out, _ = _main(["--root", str(other_checkout), "--algo", "fla-recurrent,pt-reference", "--batch-sizes", "1",
                           "-n", "1", "--out", str(tmp_path / "out")], capsys)
-    why = "  fla-recurrent COMPILE_ERROR on B=1: entry_point 'kernel.py' must be 'file::function'"
+    why = "  fla-recurrent PACK_ERROR on B=1: entry_point 'kernel.py' must be 'file::function'"
     assert code == 1 and "why (full messages in results.json):" in out and why in out
+    assert "COMPILE_ERROR" not in out  # nothing was compiled
     assert why in (tmp_path / "out" / "report.txt").read_text()
 
 
@@ -336,3 +368,75 @@ def test_failure_messages_are_one_line_each():
         "why (full messages in results.json):",
         "  fla-recurrent RUNTIME_ERROR on 3 workloads: ValueError: q: expected a tensor",
         "  fla-recurrent INCORRECT_NUMERICAL on B=1: output: worst margin 2"]
+
+
+def test_ctrl_c_keeps_what_finished(capsys, tmp_path, monkeypatch):
+    """Table row "Ctrl-C during a run": the cases that finished are written, marked partial,
+    and the exit status is 130 (here the third check is interrupted)."""
+    from gdn_bench import checking
+
+    calls = []
+
+    def interrupted_third(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt
+        return check_one(*args, **kwargs)
+
+    check_one = checking._check_one
+    monkeypatch.setattr(checking, "_check_one", interrupted_third)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setenv("TRITON_INTERPRET", os.environ.get("TRITON_INTERPRET", "0"))
+    code, out, err = _main(["--algo", "pt-reference", "--batch-sizes", "1", "-n", "4", "--out", str(tmp_path)], capsys)
+    said = "interrupted by Ctrl-C during checking (CPU): 2 of 4 (algorithm, workload) cases have a row"
+    assert code == 130 and err.endswith(f"\nrun_local: {said}; the report holds those (marked partial)\n")
+    data = json.loads((tmp_path / "results.json").read_text())
+    assert data["meta"]["partial"] == said and len(data["rows"]) == 2
+    assert {r["status"] for r in data["rows"]} == {"PASSED"}
+    report = (tmp_path / "report.txt").read_text()
+    assert report.startswith(f"PARTIAL RESULTS: {said}") and "passed 2/2 (algorithm, workload) cases (PARTIAL" in report
+
+
+def test_ctrl_c_in_a_real_run_is_one_line_and_130(tmp_path):
+    """SIGINT while Triton's interpreter runs: no traceback, status 130, the report written."""
+    out = tmp_path / "out"
+    env = {**{k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}, "CUDA_VISIBLE_DEVICES": ""}
+    process = subprocess.Popen(
+        [sys.executable, str(ROOT / "scripts" / "run_local.py"), "--batch-sizes", "1,64", "-n", "10", "--out",
+         str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    seen, deadline = b"", time.monotonic() + 120
+    os.set_blocking(process.stderr.fileno(), False)
+    while b"checking (CPU)" not in seen and time.monotonic() < deadline and process.poll() is None:
+        seen += process.stderr.read() or b""
+        time.sleep(0.05)
+    time.sleep(0.5)  # inside the first case
+    process.send_signal(signal.SIGINT)
+    try:
+        _, rest = process.communicate(timeout=30)
+    finally:
+        process.kill()
+    err = (seen + rest).decode()
+    lines = [line for line in err.replace("\r", "\n").splitlines() if line.strip()]
+    assert process.returncode == 130 and "Traceback" not in err, err
+    assert lines[-1].startswith("run_local: interrupted by Ctrl-C during checking (CPU): ")
+    assert json.loads((out / "results.json").read_text())["meta"]["partial"].startswith("interrupted by Ctrl-C")
+
+
+def test_a_corrupt_workload_line_names_its_file_and_line(capsys, tmp_path):
+    dataset = tmp_path / "data"
+    shutil.copytree(EMBEDDED_PATH, dataset)
+    jsonl = next((dataset / "workloads").rglob("gdn_decode*.jsonl"))
+    lines = jsonl.read_text().splitlines()
+    lines[2] = "{" + lines[2]
+    jsonl.write_text("\n".join(lines) + "\n")
+    code, _, err = _main(["--dataset", str(dataset), "--out", str(tmp_path / "out")], capsys)
+    assert code == 2 and err == (f"run_local: error: dataset {dataset}: cannot read {jsonl}, line 3: Invalid JSON: "
+                                 "key must be a string at column 2\n")
+
+
+def test_results_path_is_printed_in_full(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    s = _settings(["--out", "here"])
+    assert s.out == tmp_path / "here" and s.out.is_absolute()
+    assert _settings([]).out.parent == tmp_path / "results"

@@ -7,8 +7,11 @@ import importlib
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
+import time
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -130,11 +133,11 @@ def test_plan_from_run_local_flags(run_modal):
                                  "--gpu", "H100", "--max-containers", "3", "--out", "somewhere"])
     assert len(jobs) == 2 * DEFINITIONS["decode"].job_groups
     assert {j.dataset for j in jobs} == {None} and {tuple(j.sizes) for j in jobs} == {(1, 64)}
-    assert (args.gpu, args.max_containers, args.out) == ("H100", 3, Path("somewhere"))
+    assert (args.gpu, args.max_containers, args.out) == ("H100", 3, Path("somewhere").absolute())
     assert len(run_modal.plan(["--algo", "fla-recurrent", "-n", "1", "--batch-sizes", "1,4"])[0]) == 2
     jobs, args = run_modal.plan(["--algo", "fla-recurrent", "--volume", "contest", "--volume-path", "/mlsys26-contest"])
     assert {j.dataset for j in jobs} == {Path("/dataset/mlsys26-contest")} and args.volume == "contest"
-    assert args.out.parent == Path("results")
+    assert args.out.parent == Path("results").absolute()
 
 
 def test_plan_prefill_counts_the_generated_mix_without_writing_it(run_modal, tmp_path, monkeypatch):
@@ -249,13 +252,95 @@ def test_has_credentials_from_environment(run_modal, monkeypatch):
     assert run_modal.has_credentials()
 
 
+def _offline_env(tmp_path, **modal_settings) -> dict:
+    """This environment without Modal's settings or ~/.modal.toml, plus `modal_settings`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MODAL_")}
+    env.update(HOME=str(tmp_path), PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])))
+    return {**env, **modal_settings}
+
+
+def _fake_credentials(tmp_path, server: str) -> dict:
+    return _offline_env(tmp_path, MODAL_TOKEN_ID="ak-test", MODAL_TOKEN_SECRET="as-test", MODAL_SERVER_URL=server)
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # closed again when this returns: connections are refused
+
+
 @pytest.mark.parametrize("command", [["scripts/run_modal.py"], ["-m", "modal", "run", "scripts/run_modal.py"]],
                          ids=["python", "modal-run"])
 def test_no_credentials_one_clear_message(run_modal, command, tmp_path):
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MODAL_")}
-    env.update(HOME=str(tmp_path), PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")])))
     result = subprocess.run([sys.executable, *command, "--algo", "fla-recurrent", "-n", "1"],
-                            cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+                            cwd=ROOT, env=_offline_env(tmp_path), capture_output=True, text=True, timeout=120)
     assert result.returncode == 2
     assert result.stderr.strip() == run_modal.NO_CREDENTIALS
     assert "modal setup" in result.stderr and "MODAL_TOKEN_ID" in result.stderr
+
+
+def test_unreachable_server_one_line_within_seconds(run_modal, tmp_path):
+    """Table row "run_modal.py with credentials but an unreachable server": refused connections
+    (Modal's client alone retries them for about a minute) end after CONNECT_TIMEOUT_S, in one line."""
+    server = f"http://127.0.0.1:{_closed_port()}"
+    start = time.monotonic()
+    result = subprocess.run([sys.executable, "scripts/run_modal.py", "--algo", "fla-recurrent", "-n", "1"], cwd=ROOT,
+                            env=_fake_credentials(tmp_path, server), capture_output=True, text=True, timeout=120)
+    elapsed = time.monotonic() - start
+    assert result.returncode == 2 and result.stdout == "" and elapsed < run_modal.CONNECT_TIMEOUT_S + 30
+    assert result.stderr == (f"run_modal: error: no answer from Modal's server {server} (from $MODAL_SERVER_URL) "
+                             f"within {run_modal.CONNECT_TIMEOUT_S:g} s; check the network connection (and "
+                             "MODAL_SERVER_URL, if set), then try again\n")
+
+
+def test_a_server_that_never_answers_is_bounded_too(run_modal, tmp_path):
+    """A server that accepts the connection and then says nothing: the same line, after the
+    timeout given (1 s here)."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        server = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        code = f"import sys; sys.path.insert(0, {str(SCRIPTS)!r}); import run_modal; run_modal.require_server(1)"
+        start = time.monotonic()
+        result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=_fake_credentials(tmp_path, server),
+                                capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and time.monotonic() - start < 60
+    assert result.stderr.startswith(f"run_modal: error: no answer from Modal's server {server} (from "
+                                    "$MODAL_SERVER_URL) within 1 s;") and result.stderr.count("\n") == 1
+
+
+def test_modal_run_help_shows_the_flags_without_credentials(run_modal, tmp_path):
+    """Table row `modal run scripts/run_modal.py --help`: this script's flags and algorithms."""
+    result = subprocess.run([sys.executable, "-m", "modal", "run", "scripts/run_modal.py", "--help"], cwd=ROOT,
+                            env=_offline_env(tmp_path), capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and result.stderr == "", result.stderr
+    assert result.stdout == run_modal.build_parser().format_help()
+    assert "--max-containers" in result.stdout and "triton-chunked" in result.stdout
+
+
+def test_main_checks_the_server_before_the_app_starts(run_modal, monkeypatch, capsys):
+    monkeypatch.setattr(run_modal, "require_credentials", lambda: None)
+    monkeypatch.setattr(run_modal, "require_server", lambda: (_ for _ in ()).throw(SystemExit(2)))
+    monkeypatch.setattr(run_modal.app, "run", lambda: pytest.fail("the app started"))
+    with pytest.raises(SystemExit) as e:
+        run_modal.main(["--algo", "fla-recurrent", "-n", "1"])
+    assert e.value.code == 2
+
+
+@pytest.mark.filterwarnings("ignore:The run_job function is executing locally")
+def test_ctrl_c_keeps_the_jobs_that_finished(run_modal, monkeypatch, tmp_path, capsys):
+    """One job finishes (in-process), then Ctrl-C: its rows are written, marked partial; 130."""
+    def first_then_ctrl_c(jobs):
+        yield run_modal.run_job.local(jobs[0])
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(run_modal, "configured_job", lambda *options: SimpleNamespace(map=first_then_ctrl_c))
+    todo, args = run_modal.plan(["--algo", "pt-reference", "--batch-sizes", "1", "-n", "2", "--volume", "v",
+                                 "--out", str(tmp_path)])
+    assert len(todo) == 2
+    todo = [replace(job, dataset=None) for job in todo]  # the embedded trace set, not the Volume's
+    assert run_modal.launch(todo, args) == 130
+    said = "interrupted by Ctrl-C: 1 of 2 jobs finished"
+    assert capsys.readouterr().err.endswith(f"run_modal: {said}; the report holds those (marked partial)\n")
+    data = json.loads((tmp_path / "results.json").read_text())
+    assert data["meta"]["partial"] == said and len(data["rows"]) == 1

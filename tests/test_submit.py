@@ -131,9 +131,16 @@ def test_other_changes_do_not_matter_and_existing_tags_are_refused(repo, capsys)
     assert code == 2 and "tag 't' already exists" in err
 
 
-def test_bad_tag_name_and_unknown_definition(repo, capsys):
-    code, _, err = _submit(repo, "--tag", "bad..name", capsys=capsys)
-    assert code == 2 and err.startswith("submit: error: git check-ref-format")
+@pytest.mark.parametrize("tag", ["bad tag name", "bad..name", "x.lock"])
+def test_bad_tag_name_says_what_is_wrong(repo, tag, capsys):
+    """Table row `submit.py --tag "bad tag name"`: one line naming the tag and git's rules."""
+    code, _, err = _submit(repo, "--tag", tag, capsys=capsys)
+    assert code == 2 and err.count("\n") == 1 and git(repo, "tag") == ""
+    assert err.startswith(f"submit: error: --tag {tag!r} is not a valid git tag name (no spaces, ")
+    assert err.endswith("); choose another\n")
+
+
+def test_unknown_definition(repo, capsys):
     with pytest.raises(SystemExit) as e:
         submit.main(["--repo", str(repo), "--definition", "nope", "--tag", "t"])
     assert e.value.code == 2 and "unknown definition 'nope'" in capsys.readouterr().err
@@ -146,3 +153,26 @@ def test_push(repo, tmp_path, capsys):
     code, out, _ = _submit(repo, "--tag", "pushed", "--push", capsys=capsys)
     assert code == 0 and "pushed pushed to origin" in out
     assert git(remote, "rev-parse", "pushed") == git(repo, "rev-parse", "pushed")
+
+
+def test_push_to_a_remote_that_does_not_exist_makes_no_tag(repo, capsys):
+    """Table row `submit.py --push` to a remote that does not exist: refused before tagging."""
+    code, _, err = _submit(repo, "--tag", "t", "--push", "--remote", "nope", capsys=capsys)
+    assert code == 2 and git(repo, "tag") == ""
+    assert err == (f"submit: error: --remote 'nope': no such remote in {repo} (`git remote -v` lists them); add it "
+                   "with `git remote add nope URL`, or name another with --remote\n")
+
+
+def test_a_failed_push_keeps_the_tag_and_a_rerun_says_how_to_push_it(repo, tmp_path, capsys):
+    git(repo, "remote", "add", "origin", str(tmp_path / "no-such-remote.git"))
+    code, out, err = _submit(repo, "--tag", "t", "--push", capsys=capsys)
+    push = "git push origin refs/tags/t"
+    assert code == 2 and "tagged t" in out and git(repo, "tag") == "t" and err.count("\n") == 1
+    assert err.startswith("submit: error: git push origin refs/tags/t failed: fatal: ")
+    assert err.endswith(f"; the tag 't' was made and stays: push it with `{push}` once that is fixed (or delete it: "
+                        "git tag -d t)\n")
+    code, _, err = _submit(repo, "--tag", "t", "--push", capsys=capsys)
+    commit = git(repo, "rev-parse", "t^{commit}")[:12]
+    assert code == 2 and err == (f"submit: error: tag 't' already exists (commit {commit}); to submit it as it is, "
+                                 f"push it: {push}; to make it anew, delete it first (git tag -d t) or choose another "
+                                 "name\n")

@@ -122,7 +122,7 @@ PREFILL = DefinitionSpec(
     default_dataset=lambda gpu: contest_mix_root(build_definition()) if gpu else EMBEDDED_PATH,
     planned_workloads=lambda: contest_mix_workloads(build_definition()),
     cpu_subset=cpu_subset,
-    cpu_subset_note=f"the first {CPU_MAX_WORKLOADS} workloads of at most {CPU_MAX_TOKENS} tokens",
+    cpu_subset_note=f"its workloads of at most {CPU_MAX_TOKENS} tokens (up to {CPU_MAX_WORKLOADS}, the first)",
     workload_label=lambda axes: f"T={axes['total_seq_len']} N={axes['num_seqs']}",
     workload_kind=workload_kind,
     write_embedded=write_embedded_subset,

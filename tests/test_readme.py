@@ -1,0 +1,63 @@
+"""Facts the README states that code can check: CI runs its CPU install line literally, its
+CPU examples match the embedded trace set, and run_modal's flag list is complete."""
+
+import importlib.util
+import os
+import re
+import subprocess
+
+import pytest
+import torch
+
+from gdn_bench import cli
+from gdn_bench.dataset import load_trace_set
+from gdn_bench.definitions import DEFINITIONS
+from gdn_bench.runner import RunSettings, selection_note
+from helpers import ROOT
+
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+PREFILL = DEFINITIONS["prefill"]
+
+
+def _ci_block(name: str) -> str:
+    """The README's ci:NAME block as .ci/run extracts it (its own readme_block function)."""
+    script = (ROOT / ".ci" / "run").read_text()
+    function = script[script.index("readme_block() {"):script.index("\n}\n") + 3]
+    return subprocess.run(["bash", "-c", f"{function}\nreadme_block {name}"], cwd=ROOT, capture_output=True,
+                          text=True, check=True).stdout.strip()
+
+
+def test_ci_runs_the_readmes_cpu_torch_line():
+    assert _ci_block("torch") == "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
+    script = (ROOT / ".ci" / "run").read_text()
+    assert re.search(r"^for block in (.*); do$", script, re.M).group(1).split() == ["torch", "main", "tests"]
+    assert not re.search(r"pip install.*torch", script)  # torch comes from the README's line alone
+
+
+def test_the_cpu_prefill_sizes_the_readme_names_are_the_embedded_ones():
+    sizes = sorted(t.workload.axes["total_seq_len"] for t in load_trace_set(None, PREFILL.name).workloads[PREFILL.name])
+    assert "total_seq_len 6, 23, 41, 64,\n70)" in README and "T = 6, 23, 41, 64, 70" in README
+    assert sizes == [6, 23, 41, 64, 70]
+    note = selection_note(RunSettings(algos=[], definition="prefill"), cpu=True)
+    assert note == "the default CPU subset: its workloads of at most 128 tokens (up to 6, the first)"
+
+
+def test_the_gpu_prefill_example_exits_2_on_a_cpu_as_the_readme_says(capsys, monkeypatch, tmp_path):
+    example = "--definition prefill --algo pt-reference,fi-baseline --seq-lens 6,8192"
+    assert f"python scripts/run_local.py {example}   # GPU" in README
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setenv("TRITON_INTERPRET", os.environ.get("TRITON_INTERPRET", "0"))
+    assert cli.main([*example.split(), "--out", str(tmp_path)], checkout=ROOT) == 2
+    assert capsys.readouterr().err == ("run_local: error: --seq-lens: no workload has total_seq_len 8192; the "
+                                       "total_seq_len values are 6, 23, 41, 64, 70\n")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("modal") is None, reason="modal is not installed")
+def test_the_readme_lists_every_run_modal_flag():
+    from gdn_bench.algos import load_module
+
+    parser = load_module(ROOT / "scripts" / "run_modal.py", "run_modal_readme").build_parser()
+    listed = README[README.index("Flags: `run_local.py`'s"):README.index("## Pack and submit")]
+    missing = [action.option_strings for action in parser._actions if action.dest != "help"
+               and not any(f"`{o}`" in listed or f"`{o} " in listed for o in action.option_strings)]
+    assert len(parser._actions) > 10 and not missing
