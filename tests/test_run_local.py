@@ -19,7 +19,7 @@ import torch
 from gdn_bench import cli
 from gdn_bench.definitions import DEFINITIONS
 from gdn_bench.paths import EMBEDDED_PATH, use_project
-from gdn_bench.results import Results, Row, fi_ratio, summarize
+from gdn_bench.results import Results, Row, summarize
 from gdn_bench.timing import TimingError, group_call_times
 from helpers import ROOT
 
@@ -266,19 +266,6 @@ def test_summary_derives_group_medians_and_ratios():
     assert summary.algos["fla-recurrent"] == {"passed": 2, "total": 3, "contest_score": None, "scored": 0,
                                               "fi_ratio": 3.0, "fi_compared": 1}
     assert summary.contest_score is None  # no reference times
-
-
-def test_fi_ratio_is_the_mean_of_per_workload_ratios():
-    b1, b64 = {"batch_size": 1}, {"batch_size": 64}
-    rows = [Row("fi-baseline", "w1", b1, "PASSED", kernel_us=3.0),
-            Row("fla-recurrent", "w1", b1, "PASSED", kernel_us=2.0),
-            Row("fi-baseline", "w2", b64, "PASSED", kernel_us=20.0),
-            Row("fla-recurrent", "w2", b64, "PASSED", kernel_us=20.0),
-            Row("fi-baseline", "w3", b64, "PASSED", kernel_us=20.0),
-            Row("fla-recurrent", "w3", b64, "INCORRECT_NUMERICAL")]
-    meta = {"submission": "fla-recurrent"}
-    assert fi_ratio(Results(meta=meta, rows=rows)) == pytest.approx((1.5 + 1.0) / 2)
-    assert fi_ratio(Results(meta=meta, rows=rows[1:2])) is None
 
 
 @pytest.fixture

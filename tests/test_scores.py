@@ -34,6 +34,13 @@ def _decode(reference=None):
     return Results(meta=meta, rows=rows, reference=reference)
 
 
+def test_fi_ratio_is_the_mean_of_per_workload_ratios():
+    rows = _decode().rows
+    meta = {"submission": "fla-recurrent"}
+    assert fi_ratio(Results(meta=meta, rows=rows)) == pytest.approx((1.5 + 1.0) / 2)
+    assert fi_ratio(Results(meta=meta, rows=rows[1:2])) is None
+
+
 def test_the_contest_score_is_the_mean_of_reference_over_ours():
     results = _decode()
     assert contest_score(results) == pytest.approx((200 / 2 + 1000 / 20) / 2)  # w3 failed: not counted
