@@ -247,8 +247,9 @@ def _chunk_prep_kernel(
     per V column). Writes, as contiguous tiles of block-major scratch, Tb = (I + A)^-1 diag(beta)
     and M [C, C], W = Tb (e^G k) and Q~ = scale e^G q [C, D], K~^T = (e^(G_end - G) k)^T [D, C]
     (all rounded to tf32: they are only operands of tf32 products), and e^G_end (G_end: G at
-    the last token of each row's segment). SINGLE: one sequence (no search). WIDEN_BF16: take the bf16 products in float32 (Triton's
-    interpreter computes bf16 tl.dot wrongly); they are exact either way."""
+    the last token of each row's segment). SINGLE: one sequence (no search). WIDEN_BF16: take
+    the bf16 products in float32 (Triton's interpreter computes bf16 tl.dot wrongly); they are
+    exact either way."""
     block = tl.program_id(0)
     head = tl.program_id(1)
     NB: tl.constexpr = C // BT
@@ -404,9 +405,9 @@ def _span_summary_kernel(
 ):
     """One (sequence, span but its last, value head, BV of the 2D columns [V | K]): the span's
     affine map of the state, H_end = P H_start + N, in slot (sequence J + span) of sum
-    ([D, 2D] per head: N, then P rounded to tf32). N from the zero state and P from the identity, both by
-    _walk; span 0 starts from the sequence's state instead, so its N is already the state
-    entering span 1 (and its P is not needed)."""
+    ([D, 2D] per head: N, then P rounded to tf32). N from the zero state and P from the
+    identity, both by _walk; span 0 starts from the sequence's state instead, so its N is
+    already the state entering span 1 (and its P is not needed)."""
     pid = tl.program_id(0)
     NV: tl.constexpr = D // BV
     tile = pid % (2 * NV)
