@@ -15,6 +15,7 @@ from gdn_bench.dataset import load_trace_set
 from gdn_bench.definitions import DEFINITIONS
 from gdn_bench.reference_times import (REFERENCE_FILE, ReferenceTimes, as_cached, blob_files, collect, default_file,
                                        reference_key)
+from gdn_bench import timing
 from gdn_bench.timing import MIN_SLOW_CALLS, TimingError, _device_kernels, slow_calls
 
 GPU = "NVIDIA Test GPU"
@@ -184,6 +185,20 @@ def test_a_slow_call_is_profiled_as_often_as_fits_the_target(once, calls):
 
 def test_slow_calls_keep_the_cap():
     assert slow_calls(0.01, max_calls=8) == 8
+
+
+@pytest.mark.parametrize("once, profiled", [(1.2, (0, MIN_SLOW_CALLS, False)), (0.001, (1, None, True))],
+                         ids=["slow", "fast"])
+def test_bounded_timing_profiles_a_slow_call_fewer_times(once, profiled, monkeypatch):
+    """A slow call: slow_calls calls, no more warm-up, no busy loop; a fast one as kernel_time_us
+    profiles it. Either way the median span and the number of calls it is over."""
+    asked, warmups = [], []
+    spans = [[("k", 0.0, 10.0)], [("k", 0.0, 30.0)], [("k", 5.0, 25.0)]]
+    monkeypatch.setattr(timing, "_wall_seconds", lambda fn: once)
+    monkeypatch.setattr(timing, "_cold_calls", lambda fn, max_calls, warmup, calls=None, busy=True:
+                        asked.append((warmup, calls, busy)) or spans)
+    assert timing.bounded_kernel_time_us(lambda: warmups.append(1)) == (20.0, 3)
+    assert asked == [profiled] and warmups == [1]  # one warm-up call before the wall-clock one
 
 
 def test_the_profile_is_read_as_torch_reads_it():
