@@ -344,6 +344,15 @@ def test_at_most_four_launches_all_prepared_first(device, monkeypatch):
     expect("_chunk_prep_kernel", "_span_summary_kernel", "_span_fixup_kernel", "_span_pass_kernel")
 
 
+def test_empty_call_on_the_chunked_path_still_runs_the_prep(device, monkeypatch):
+    """With no token at all, the chunked path still launches one prep program: it writes the
+    cu_seqlens flag that every starting state adds (uninitialized scratch otherwise)."""
+    _force_chunked(monkeypatch)
+    events = _record_launches(monkeypatch)
+    call_and_check([0, 0], True, "none", SEED + 520, device, "empty, chunked")
+    assert ("launch", "_chunk_prep_kernel") in events, events
+
+
 @pytest.mark.parametrize("lengths", ([7], [32], [0], [3, 0, 20], [8, 8, 8, 8], [1] * 9), ids=str)
 def test_token_walk_agrees_with_the_chunked_path(lengths, device, monkeypatch):
     """A short call walks its tokens (_walks); forced through the chunked kernels it gives the

@@ -879,7 +879,7 @@ def kernel(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_
             launch.warps, device)()
         return
     hv, d, chunk = NUM_V_HEADS, HEAD_SIZE, CHUNK
-    blocks = triton.cdiv(total, chunk)
+    blocks = max(triton.cdiv(total, chunk), 1)  # at least one prep program: it writes the flag
     span_blocks, spans = _span_plan(total, num_seqs)
     # Scratch: Tb and M [blocks, HV, C, C], W, K~^T and Q~ [blocks, HV, C * D], G_end [blocks, HV, C];
     # with spans, each (sequence, span)'s map [N * J, HV, D, 2D] and entering state [N * J, HV, D, D].
