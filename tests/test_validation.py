@@ -70,7 +70,7 @@ def test_bad_scale_is_named(module, scale, device):
                          ids=["numpy-float32", "numpy-float64", "fraction", "int", "numpy-int-zero", "tensor"])
 def test_any_real_scale_is_that_number(module, scale):
     """A real number of any type is the same Python float (0 still means 1/sqrt(128))."""
-    assert module._resolve_scale(scale) == (float(scale) or DEFAULT_SCALE)
+    assert module._scale_value(scale) == (float(scale) or DEFAULT_SCALE)
 
 
 def test_a_numpy_scale_runs_like_a_float(device):

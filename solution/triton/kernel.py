@@ -115,21 +115,25 @@ def _launch_config(batch, launch_table):
     raise AssertionError("LAUNCH_TABLE must end with an unbounded row")
 
 
-@functools.lru_cache(maxsize=256)
-def _plan(batch, has_state, launch_table):
-    """Everything a call at this batch size needs besides the tensors: the expected
-    (shape, dtype) per argument in _ARG_NAMES order, the grid, the constexpr arguments and
-    the warps. `launch_table` is part of the cache key so that a new LAUNCH_TABLE applies."""
+def _expected(batch):
+    """(shape, dtype) of each argument in _ARG_NAMES order at batch size `batch`."""
     bf16, f32 = torch.bfloat16, torch.float32
     qk, heads = (batch, 1, NUM_Q_HEADS, HEAD_SIZE), (batch, 1, NUM_V_HEADS)
     state = (batch, NUM_V_HEADS, HEAD_SIZE, HEAD_SIZE)
     specs = ((qk, bf16), (qk, bf16), (heads + (HEAD_SIZE,), bf16), (state, f32), ((NUM_V_HEADS,), f32),
              (heads, bf16), ((NUM_V_HEADS,), f32), (heads, bf16), (heads + (HEAD_SIZE,), bf16), (state, f32))
-    expected = tuple((torch.Size(shape), dtype) for shape, dtype in specs)
+    return tuple((torch.Size(shape), dtype) for shape, dtype in specs)
+
+
+@functools.lru_cache(maxsize=256)
+def _plan(batch, has_state, launch_table):
+    """Everything a call at this batch size needs besides the tensors: the expected
+    (shape, dtype) per argument in _ARG_NAMES order, the grid, the constexpr arguments and
+    the warps. `launch_table` is part of the cache key so that a new LAUNCH_TABLE applies."""
     block_v, num_warps = _launch_config(batch, launch_table)
     grid = (HEAD_SIZE // block_v, batch * NUM_V_HEADS)
     constexprs = (has_state, NUM_Q_HEADS, NUM_V_HEADS, HEAD_SIZE, block_v)
-    return expected, grid, constexprs, num_warps
+    return _expected(batch), grid, constexprs, num_warps
 
 
 def _pointers(tensors, expected, device):
@@ -151,25 +155,30 @@ def _pointers(tensors, expected, device):
     return ptrs
 
 
-def _raise_for_first_invalid(tensors, expected, device):
-    """Raise ValueError naming the first argument that _pointers rejects."""
+def _expect(name, t, shape, dtype, device):
+    """Raise ValueError naming `name` unless `t` is a contiguous tensor of this shape, dtype
+    and device."""
+    if not isinstance(t, torch.Tensor):
+        raise ValueError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
+    if t.shape != shape:
+        raise ValueError(f"{name}: expected shape {list(shape)}, got {list(t.shape)}")
+    if t.dtype != dtype:
+        raise ValueError(f"{name}: expected dtype {dtype}, got {t.dtype}")
+    if t.device != device:
+        raise ValueError(f"{name}: expected device {device} (that of q), got {t.device}")
+    if not t.is_contiguous():
+        raise ValueError(f"{name}: expected a contiguous tensor")
+
+
+def _expect_all(tensors, expected, device):
+    """_expect for every argument, in _ARG_NAMES order, against its (shape, dtype) in
+    `expected`; state may be None."""
     for name, t, (shape, dtype) in zip(_ARG_NAMES, tensors, expected):
-        if t is None and name == "state":
-            continue
-        if not isinstance(t, torch.Tensor):
-            raise ValueError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
-        if t.shape != shape:
-            raise ValueError(f"{name}: expected shape {list(shape)}, got {list(t.shape)}")
-        if t.dtype != dtype:
-            raise ValueError(f"{name}: expected dtype {dtype}, got {t.dtype}")
-        if t.device != device:
-            raise ValueError(f"{name}: expected device {device} (that of q), got {t.device}")
-        if not t.is_contiguous():
-            raise ValueError(f"{name}: expected a contiguous tensor")
-    raise AssertionError("_pointers and _raise_for_first_invalid disagree")
+        if not (t is None and name == "state"):
+            _expect(name, t, shape, dtype, device)
 
 
-def _resolve_scale(scale):
+def _scale_value(scale):
     """scale as a Python float: 0 or None mean 1/sqrt(D); a one-element float tensor is read;
     any other real number (numpy's too) is taken as it is, but not a bool. A nonzero finite
     Python float, what the evaluator passes, returns at the first test."""
@@ -200,8 +209,9 @@ def kernel(q, k, v, state, A_log, a, dt_bias, b, scale, output, new_state):
     expected, grid, constexprs, num_warps = _plan(batch, state is not None, LAUNCH_TABLE)
     ptrs = _pointers(tensors, expected, device)
     if ptrs is None:
-        _raise_for_first_invalid(tensors, expected, device)
-    scale = _resolve_scale(scale)
+        _expect_all(tensors, expected, device)
+        raise AssertionError("_pointers and _expect_all disagree")
+    scale = _scale_value(scale)
     if batch == 0:
         return
     if state is None:  # the kernel reads nothing through this pointer when HAS_STATE is false
@@ -221,7 +231,8 @@ _compiled = {}  # (device index, constexprs, num_warps) -> (CompiledKernel, stre
 
 
 def _hooks_installed():
-    """Whether a launch hook is set (always assumed on Triton versions without `knobs`)."""
+    """Whether a launch hook is set: profilers need Triton's full launch path (a hook is
+    assumed on Triton versions without `knobs`)."""
     if _RUNTIME_KNOBS is None:
         return True
     enter, leave = _RUNTIME_KNOBS.launch_enter_hook, _RUNTIME_KNOBS.launch_exit_hook
@@ -242,11 +253,12 @@ def _launch(grid, tensors, ptrs, scale, constexprs, num_warps):
         *tensors, scale, HAS_STATE=has_state, HQ=hq, HV=hv, D=d, BV=bv, num_warps=num_warps,
     )
     if entry is None and aligned and not _INTERPRETED:
-        _compiled[key] = _direct_launcher(compiled, key[0], ptrs, scale, constexprs)
+        _compiled[key] = _direct_launcher(compiled, key[0], (*ptrs, scale, *constexprs))
 
 
-def _direct_launcher(compiled, device_index, ptrs, scale, constexprs):
-    """(compiled kernel, stream getter) if its launcher accepts these arguments, else False.
+def _direct_launcher(compiled, device_index, args):
+    """(compiled kernel, stream getter) if its launcher takes `args` (every argument of the
+    kernel in order, constexprs included, tensors as raw pointers), else False.
 
     Triton versions differ in the launcher's arguments. The probe launches an empty grid (the
     launcher parses every argument, then skips a grid of size 0), so nothing runs twice; on
@@ -254,7 +266,7 @@ def _direct_launcher(compiled, device_index, ptrs, scale, constexprs):
     stream_of = triton.runtime.driver.active.get_current_stream
     try:
         compiled.run(0, 0, 0, stream_of(device_index), compiled.function, compiled.packed_metadata,
-                     None, None, None, *ptrs, scale, *constexprs)
+                     None, None, None, *args)
     except (TypeError, AttributeError, SystemError):
         return False
     return compiled, stream_of
