@@ -2,10 +2,11 @@
 
 `sweep`: every valid (BV, warps) configuration of kernel.py at each batch size, checked
 against float64 first, timed with CUPTI (cold L2). `best_table` turns a sweep into
-LAUNCH_TABLE rows and `write_launch_table` writes them into kernel.py.
+LAUNCH_TABLE rows and `write_launch_table` writes them into kernel.py, as the named rows
+(kernel.py's LaunchRow) the file holds.
 """
 
-import re
+import ast
 import statistics
 
 from tqdm import tqdm
@@ -36,12 +37,12 @@ def sweep(batch_sizes=BATCH_SIZES, configs=None, finalists: int = 4, repeats: in
         floor = DECODE.floor_us(batch)
 
         def timed(block_v, num_warps):
-            sub.LAUNCH_TABLE = ((1 << 62, block_v, num_warps),)
+            sub.LAUNCH_TABLE = (sub.LaunchRow(max_batch=None, block_v=block_v, warps=num_warps),)
             return kernel_time_us(lambda: sub.kernel(*args))
 
         mine = []
         for block_v, num_warps in configs:
-            sub.LAUNCH_TABLE = ((1 << 62, block_v, num_warps),)
+            sub.LAUNCH_TABLE = (sub.LaunchRow(max_batch=None, block_v=block_v, warps=num_warps),)
             sub.kernel(*args)
             state_err, out_err = errors(inputs, output, new_state)
             if state_err > 1e-5 or out_err > 1e-2:
@@ -55,14 +56,15 @@ def sweep(batch_sizes=BATCH_SIZES, configs=None, finalists: int = 4, repeats: in
     return rows
 
 
-def best_table(rows: list[dict], tolerance: float = 0.02) -> tuple[tuple[int, int, int], ...]:
-    """LAUNCH_TABLE rows (max batch, BV, warps) from a sweep.
+def best_table(rows: list[dict], tolerance: float = 0.02) -> list[dict]:
+    """LAUNCH_TABLE rows from a sweep, as dicts of kernel.py's LaunchRow fields (max_batch,
+    block_v, warps).
 
     At each swept batch size, every config within `tolerance` of the fastest counts as best
     (timings repeat to a few percent, so closer calls are noise). Walking up the batch sizes,
     the current config is kept while it stays among the best; otherwise the best config that
     stays among the best for the most following batch sizes takes over. A row serves every
-    batch up to its last swept size; the last row is unbounded."""
+    batch up to its last swept size; the last row is unbounded (max_batch None)."""
     by_batch = {}
     for r in rows:
         by_batch.setdefault(r["batch_size"], {})[(r["block_v"], r["num_warps"])] = r["us"]
@@ -75,22 +77,65 @@ def best_table(rows: list[dict], tolerance: float = 0.02) -> tuple[tuple[int, in
             n += 1
         return n
 
-    table = []
+    table = []  # [max batch, (BV, warps)]
     for i, batch in enumerate(batches):
-        if table and table[-1][1:] in good[i]:
-            table[-1] = (batch, *table[-1][1:])
+        if table and table[-1][1] in good[i]:
+            table[-1][0] = batch
         else:
             config = max(sorted(good[i]), key=lambda c: (run_length(c, i), -by_batch[batch][c]))
-            table.append((batch, *config))
-    table[-1] = (1 << 62, *table[-1][1:])
-    return tuple(table)
+            table.append([batch, config])
+    table[-1][0] = None
+    return [{"max_batch": most, "block_v": block_v, "warps": warps} for most, (block_v, warps) in table]
 
 
-def write_launch_table(table, path) -> None:
-    """Replace the LAUNCH_TABLE literal in kernel.py."""
+ROW_CLASS = "LaunchRow"
+
+
+def _table_node(tree: ast.Module) -> ast.Assign:
+    """The module-level `LAUNCH_TABLE = (...)` assignment."""
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["LAUNCH_TABLE"]:
+            return node
+    raise ValueError("no module-level LAUNCH_TABLE assignment")
+
+
+def read_launch_table(text: str) -> list[dict]:
+    """LAUNCH_TABLE's rows in kernel.py's text, each `LaunchRow(name=constant, ...)`; ValueError
+    when it is written any other way."""
+    node = _table_node(ast.parse(text))
+    if not isinstance(node.value, ast.Tuple):
+        raise ValueError("LAUNCH_TABLE is not a tuple literal")
+    rows = []
+    for row in node.value.elts:
+        if not (isinstance(row, ast.Call) and getattr(row.func, "id", None) == ROW_CLASS and not row.args
+                and all(isinstance(k.value, ast.Constant) for k in row.keywords)):
+            raise ValueError(f"LAUNCH_TABLE row {ast.unparse(row)!r} is not {ROW_CLASS}(name=constant, ...)")
+        rows.append({k.arg: k.value.value for k in row.keywords})
+    return rows
+
+
+def row_fields(text: str) -> list[str]:
+    """The fields of kernel.py's LaunchRow, in order."""
+    for node in ast.parse(text).body:
+        if isinstance(node, ast.ClassDef) and node.name == ROW_CLASS:
+            return [s.target.id for s in node.body if isinstance(s, ast.AnnAssign)]
+    raise ValueError(f"no class {ROW_CLASS}")
+
+
+def write_launch_table(table: list[dict], path) -> None:
+    """Replace LAUNCH_TABLE in kernel.py with `table`'s rows (best_table's dicts), written as
+    named LaunchRow rows; refuses a file whose table or rows are written otherwise, and rows
+    whose names are not LaunchRow's fields."""
     text = path.read_text(encoding="utf-8")
-    body = "".join(f"    ({'1 << 62' if b == 1 << 62 else b}, {bv}, {w}),\n" for b, bv, w in table)
-    new, count = re.subn(r"LAUNCH_TABLE = \(\n(?:    \(.*\),\n)+\)", f"LAUNCH_TABLE = (\n{body})", text)
-    if count != 1:
-        raise ValueError(f"{path}: LAUNCH_TABLE literal not found")
+    fields = row_fields(text)
+    read_launch_table(text)  # the current table is one this function can replace
+    for row in table:
+        if list(row) != fields:
+            raise ValueError(f"{path}: a row names {list(row)}, {ROW_CLASS} has the fields {fields}")
+    node = _table_node(ast.parse(text))
+    body = "".join(f"    {ROW_CLASS}({', '.join(f'{k}={v!r}' for k, v in row.items())}),\n" for row in table)
+    lines = text.splitlines(keepends=True)
+    new = "".join(lines[:node.lineno - 1]) + f"LAUNCH_TABLE = (\n{body})\n" + "".join(lines[node.end_lineno:])
+    if read_launch_table(new) != list(table):
+        raise AssertionError("LAUNCH_TABLE did not read back as written")
     path.write_text(new, encoding="utf-8")

@@ -46,7 +46,7 @@ def main(argv=None) -> int:
         cells = " ".join(f"{mine[c]['us']:>6.2f}{'*' if mine[c] is fastest else ' '}" for c in configs)
         print(f"{batch:>4} {fastest['floor_us']:>7.2f} {cells}")
     table = best_table(rows)
-    print("LAUNCH_TABLE =", table)
+    print("LAUNCH_TABLE rows:", ", ".join(f"{r['block_v']}/{r['warps']} up to B={r['max_batch'] or 'any'}" for r in table))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"gpu": torch.cuda.get_device_name(), "rows": rows, "table": table}, indent=2))
     if args.write:
