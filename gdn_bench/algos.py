@@ -77,7 +77,7 @@ def baseline_config(name: str, definition: str, language: str = "python", entry:
                     dps: bool = False) -> SolutionConfig:
     """How a baseline or variant folder is packed (not read from config.toml)."""
     return SolutionConfig(
-        name=name, definition=definition, author="gdn-decode-kit", description="",
+        name=name, definition=definition, author="gdn-contest-kit", description="",
         language=language, entry_point=entry, destination_passing_style=dps,
     )
 
