@@ -8,8 +8,8 @@ from pathlib import Path
 
 import torch
 
-from gdn_bench.definitions.decode import DECODE
-from gdn_bench.reference import gdn_decode
+from gdn_bench.definitions.decode.definition import DECODE
+from gdn_bench.definitions.decode.reference import gdn_decode
 from gdn_bench.shapes import HEAD_SIZE, NUM_Q_HEADS, NUM_V_HEADS, output_scale
 from gdn_bench.signature import dps_arguments, tensor_inputs
 

@@ -62,7 +62,7 @@ def test_scale_zero_or_none_is_one_over_sqrt_128():
 def test_first_token_is_the_decode_step():
     """Token by token the recurrence is decode's: the first token of each sequence from its
     state, checked against the decode reference."""
-    from gdn_bench.reference import gdn_decode
+    from gdn_bench.definitions.decode.reference import gdn_decode
 
     inputs = model_like_inputs([1, 1, 1], torch.Generator().manual_seed(SEED), "cpu")
     out, state = gdn_prefill(**inputs)
