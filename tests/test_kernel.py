@@ -29,6 +29,7 @@ CASES = (
     + [(batch, True, scale) for batch, scale in itertools.product((16, 33), SCALES)]
     + [(64, True, "float"), (64, False, "none"), (128, True, "tensor")]
 )
+assert len(CASES) == 211 and {b for b, _, _ in CASES} == {1, 2, 3, 4, 7, 16, 33, 64, 128}  # as the docstring says
 
 
 def _case_id(case: int) -> str:
@@ -39,10 +40,6 @@ def _case_id(case: int) -> str:
 def _scale(kind: str, seed: int, device: str):
     value = 0.05 + 0.2 * torch.rand((), generator=torch.Generator().manual_seed(seed)).item()
     return {"none": None, "zero": 0.0, "float": value, "tensor": torch.tensor(value, device=device)}[kind]
-
-
-def test_211_cases():
-    assert len(CASES) == 211 and {b for b, _, _ in CASES} == {1, 2, 3, 4, 7, 16, 33, 64, 128}
 
 
 @pytest.mark.parametrize("case", range(len(CASES)), ids=_case_id)
