@@ -107,11 +107,11 @@ def _gdn_decode_kernel(
 
 
 # --- Host side: checks, configuration, launch --------------------------------------------
-# At small batch the GPU work takes ~2 µs, so host time per call matters (a harness that
-# synchronizes every call, or a serving loop without CUDA graphs, pays it). The checks are
-# one cheap pass over the tensors that also collects their pointers; only a failing call
-# pays for the detailed messages. Launches after the first of a configuration skip Triton's
-# per-call binding (see _launch).
+# At small batch the GPU work takes a few microseconds (docs/perf.md), so host time per call
+# matters (a harness that synchronizes every call, or a serving loop without CUDA graphs,
+# pays it). The checks are one cheap pass over the tensors that also collects their
+# pointers; only a failing call pays for the detailed messages. Launches after the first of
+# a configuration skip Triton's per-call binding (see _launch).
 
 _ARG_NAMES = ("q", "k", "v", "state", "A_log", "a", "dt_bias", "b", "output", "new_state")
 _STATE = _ARG_NAMES.index("state")

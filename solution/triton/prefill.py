@@ -504,7 +504,7 @@ def _span_pass_kernel(
 # the first launch is free while host gaps between launches count. Everything is checked and
 # prepared before the first launch, the launches' own arguments included (_Launcher.prepare);
 # then they go out back to back through the compiled kernels' launchers, which take a few
-# microseconds instead of Triton's full path (on a slow host, 20-30 µs per launch before).
+# microseconds instead of Triton's full path (docs/perf.md, "Notes moved from the code").
 
 _ARG_NAMES = ("q", "k", "v", "state", "A_log", "a", "dt_bias", "b", "cu_seqlens", "output", "new_state")
 _SEQ_BLOCK = 64  # sequence ends compared per step when locating a token's sequence
@@ -556,7 +556,7 @@ def _state_warps(warps, device):
 
 def _on_device(launch, device):
     """`launch` with _state_warps' warps; with 2 warps (sm_100) BV is at most 16: a 32-column
-    tile spills registers there (compiled for sm_100 with Triton 3.6, not run)."""
+    tile spills registers there (docs/perf.md, "Notes moved from the code")."""
     warps = _state_warps(launch.warps, device)
     return launch._replace(warps=warps, block_v=min(launch.block_v, 16)) if warps < launch.warps else launch
 
