@@ -38,6 +38,7 @@ from gdn_bench.reference_times import MODES, REFERENCE_FILE
 
 PROG = "run_local"
 TRACK_FILE = "track.json"
+SUBMISSION = "submission"  # what --algo takes for the definition's own submission, whatever its name
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
@@ -46,7 +47,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--definition", type=definitions_name, default=DEFAULT,
                         help=f"{choices}, or {BOTH} (each in turn, then the track score); default {DEFAULT}")
     parser.add_argument("--algo", metavar="NAME[,NAME...]",
-                        help="algorithms to run, or 'all' (default: the definition's submission); "
+                        help=f"algorithms to run, or 'all' (default: the definition's submission, which "
+                             f"'{SUBMISSION}' also names, e.g. --definition both --algo {SUBMISSION},fi-baseline); "
                              "the list below names them per definition")
     per_group = "; ".join(f"{s.short}: {s.group_title}" for s in DEFINITIONS.values())
     parser.add_argument("-n", "--num-workloads", type=positive_int, metavar="N",
@@ -100,16 +102,18 @@ def build_parser(checkout: Path) -> argparse.ArgumentParser:
 
 
 def chosen_algos(spec, text: str | None) -> list[str]:
-    """The algorithm names --algo gives for `spec` (its submission when None); ValueError for
-    an unknown name, saying which definition it belongs to when it is another's."""
+    """The algorithm names --algo gives for `spec` (its submission when None; SUBMISSION names
+    it too); ValueError for an unknown name, saying which definition it belongs to when it is
+    another's."""
     from gdn_bench.algos import UnknownAlgorithm, resolve as resolve_algos
 
+    text = ",".join(spec.submission if n.strip() == SUBMISSION else n for n in (text or SUBMISSION).split(","))
     try:
-        return [a.name for a in resolve_algos(spec.algos_by_name, text or spec.submission)]
+        return [a.name for a in resolve_algos(spec.algos_by_name, text)]
     except UnknownAlgorithm as e:
         hints = "".join(f"; {name} is a {other.short} algorithm: add --definition {other.short}"
                         for name in e.names for other in DEFINITIONS.values() if name in other.algos_by_name)
-        valid = ", ".join([*spec.algos_by_name, "all"])
+        valid = ", ".join([*spec.algos_by_name, SUBMISSION, "all"])
         raise ValueError(f"--algo: unknown {spec.short} algorithm {', '.join(e.names)}{hints} "
                          f"({spec.short}'s: {valid})") from None
 

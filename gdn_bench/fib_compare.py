@@ -2,7 +2,9 @@
 (scripts/compare_fib_cli.py).
 
 From a run_local results.json written on a GPU (with reference times), `pick_workloads`
-takes a few workloads where the submission passed, spread over sizes; `write_cli_trace_set`
+takes a few workloads where the submission passed, spread over the reference's times (for
+prefill, from a few hundred µs to about a second: those long ones carry the contest score and
+their reference is profiled fewest times); `write_cli_trace_set`
 writes a trace set folder for flashinfer-bench's CLI: the run's definition as its trace set
 holds it (same reference text), those workloads, a link to the trace set's blobs, and the
 submission packed as pack_solution packs it. `cli_command` is the `flashinfer-bench run`
@@ -34,10 +36,12 @@ DEFAULT_COUNT = 5
 
 def pick_workloads(results: Results, count: int = DEFAULT_COUNT) -> list[str]:
     """Up to `count` workloads (uuids) where the submission passed and it and the reference
-    were timed, evenly spread over them in size order (the smallest and the largest included)."""
+    were timed, evenly spread over them in the order of the reference's time (the fastest and
+    the slowest included; ties in size order)."""
     scored = speedups(results, results.meta["submission"], results.reference_us)
+    reference_us = results.reference_us
     rows = sorted((r for r in results.rows if r.algo == results.meta["submission"] and r.workload in scored),
-                  key=Row.order)
+                  key=lambda r: (reference_us[r.workload], r.order()))
     if count <= 1 or len(rows) <= count:
         return [r.workload for r in rows[:count]]
     return list(dict.fromkeys(rows[round(i * (len(rows) - 1) / (count - 1))].workload for i in range(count)))

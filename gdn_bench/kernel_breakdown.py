@@ -1,4 +1,4 @@
-"""The breakdown mode of scripts/profile.py: every kernel of one call, in launch order, with its
+"""The breakdown mode of scripts/profile_call.py: every kernel of one call, in launch order, with its
 launch configuration and median time, and what the call costs as a whole, eagerly and as a
 CUDA-graph replay (GPU).
 

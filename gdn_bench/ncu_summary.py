@@ -1,4 +1,4 @@
-"""The ncu mode of scripts/profile.py: Nsight Compute over one call, and a short summary of its
+"""The ncu mode of scripts/profile_call.py: Nsight Compute over one call, and a short summary of its
 report.
 
 `profile_command` re-runs the script under `ncu` with --profile-from-start off: the target

@@ -5,12 +5,14 @@ Per call shape (sequence lengths: DEFAULT_SHAPES, a grid of total_seq_len T × n
 evenly with the first T mod N sequences one token longer, or explicit lengths such as
 [1, 8191]), on model-like inputs (unit-norm keys, the rest N(0, 1),
 gdn_bench.prefill_mix.model_like_inputs), for the submission (solution/triton/prefill.py) and,
-where they run, fi-baseline and fla-chunk, side by side in one process, three times
+where they run, fi-baseline, fla-chunk and fla-loop, side by side in one process, three times
 (gdn_bench.timing): `<impl>_us`, the contest's measure (CUPTI span of a call, cold L2);
 `<impl>_ksum_us`, the sum of that call's kernel durations; `<impl>_graph_us`, one replay of the
 call captured in a CUDA graph (warm L2), the GPU work with no host gaps (absent where the call
 cannot be captured). Also the speedups FI / ours and FLA / ours on the span (`x_<impl>`) and
-on graph replay (`xg_<impl>`); whether two calls of ours on the same inputs give bit-identical
+on graph replay (`xg_<impl>`). Where every sequence has at most DECODE_MAX_LENGTH tokens, our decode
+kernel (solution/triton/kernel.py) at batch size N, the same work for one token per sequence:
+`decode_us` (CUPTI span) and `x_decode` = ours / decode. Whether two calls of ours on the same inputs give bit-identical
 outputs; and ours' worst margin (gdn_bench.checking.worst_margin, over both outputs) against
 the float64 reference and against the definition's float32 reference.
 
@@ -20,14 +22,17 @@ several launch configurations compare side by side without editing the file.
 """
 
 import ast
+import sys
 
 import torch
 from flashinfer_bench.compile import BuilderRegistry
+from flashinfer_bench.compile.builder import BuildError
 from tqdm import tqdm
 
 from gdn_bench.algos import load_module
 from gdn_bench.checking import worst_margin
-from gdn_bench.definitions.prefill import LIBRARY, PREFILL
+from gdn_bench.definitions.prefill import LIBRARY, PREFILL, TOKEN_LOOP
+from gdn_bench.definitions.decode.bench import decode_inputs, decode_outputs, load_submission
 from gdn_bench.prefill_mix import model_like_inputs
 from gdn_bench.reference_prefill import gdn_prefill, run
 from gdn_bench.roles import BASELINE
@@ -36,8 +41,16 @@ from gdn_bench.timing import graph_replay_us, kernel_times_us
 
 SEQ_LENS = (6, 64, 300, 1024, 4096, 8192)
 NUM_SEQS = (1, 4, 32)
-BASELINES = {BASELINE: "FI", LIBRARY: "FLA"}
-# Short calls (T <= 300, N <= 4), the long single sequences, full batches and a lopsided one.
+BASELINES = {BASELINE: "FI", LIBRARY: "FLA", TOKEN_LOOP: "FLA loop"}
+DECODE_MAX_LENGTH = 8
+# Short calls: few tokens, many one-token or few-token sequences, one long sequence among
+# one-token ones (as sequence lengths)...
+SHORT_SHAPES = (
+    [1], [8], [32], [8] * 4, [64], [128], [1] * 64, [1] * 512, [4] * 8, [4] * 16, [4] * 64, [49] + [1] * 15,
+    [449] + [1] * 63,
+)
+# ... then (T, N) split evenly: short and mid-size calls, the long single sequences, full
+# batches, and a lopsided pair.
 DEFAULT_SHAPES = (
     (6, 1), (6, 4), (64, 1), (64, 4), (300, 1), (300, 4), (1024, 1), (1024, 4), (4096, 1), (8192, 1),
     (8192, 16), (8192, 57), (16384, 1), (1, 8191),
@@ -50,8 +63,10 @@ def grid(seq_lens, num_seqs) -> list[tuple[int, int]]:
 
 
 def default_shapes() -> list[list[int]]:
-    """DEFAULT_SHAPES as sequence lengths: (T, N) split evenly; (1, 8191) is a pair of lengths."""
-    return [[1, 8191] if shape == (1, 8191) else even_lengths(*shape) for shape in DEFAULT_SHAPES]
+    """SHORT_SHAPES, then DEFAULT_SHAPES as sequence lengths: (T, N) split evenly; (1, 8191) is a
+    pair of lengths."""
+    return [list(s) for s in SHORT_SHAPES] + [[1, 8191] if shape == (1, 8191) else even_lengths(*shape)
+                                               for shape in DEFAULT_SHAPES]
 
 
 def even_lengths(total: int, count: int) -> list[int]:
@@ -88,11 +103,22 @@ def variant_label(config: dict) -> str:
 
 
 def _baselines() -> dict:
+    """The baselines that build here, by name; one line on stderr for each that does not
+    (unavailable, or failing to build: e.g. FlashInfer installed without its CUDA libraries)."""
     definition = PREFILL.build_definition()
     registry = BuilderRegistry.get_instance()
     algos = PREFILL.algos_by_name
-    return {name: registry.build(definition, algos[name].solution())
-            for name in BASELINES if algos[name].unavailable() is None}
+    built = {}
+    for name in BASELINES:
+        reason = algos[name].unavailable()
+        if reason is None:
+            try:
+                built[name] = registry.build(definition, algos[name].solution())
+            except BuildError as e:
+                reason = f"does not build: {str(e).splitlines()[0][:300]}"
+        if reason is not None:
+            print(f"bench_prefill: {name} left out: {reason}", file=sys.stderr)
+    return built
 
 
 def _outputs(definition, total: int, num_seqs: int):
@@ -115,11 +141,19 @@ def _times(fn) -> dict:
     return times
 
 
+def _decode_us(batch: int, decode) -> float:
+    """Our decode kernel's CUPTI span at this batch size, on random inputs."""
+    inputs, (output, new_state) = decode_inputs(batch), decode_outputs(batch)
+    args = [inputs[name] for name in ("q", "k", "v", "state", "A_log", "a", "dt_bias", "b", "scale")]
+    return kernel_times_us(lambda: decode.kernel(*args, output, new_state))[0]
+
+
 def bench(shapes, configs=({},), seed: int = 0) -> list[dict]:
     """One row per (call shape, variant of ours): see the module docstring. `shapes` are
     lists of sequence lengths. Times in µs."""
     variants = [(variant_label(c), load_variant(c, i)) for i, c in enumerate(configs)]
     baselines = _baselines()
+    decode = load_submission()
     definition = PREFILL.build_definition()
     rows = []
     for lengths in tqdm(shapes, desc="bench_prefill", unit="shape"):
@@ -130,6 +164,7 @@ def bench(shapes, configs=({},), seed: int = 0) -> list[dict]:
         ref64 = gdn_prefill(*args, compute_dtype=torch.float64)
         ref32 = run(*args)  # the definition's reference, in the definition's dtypes
         base = {name: _times(lambda r=runnable: r(*args)) for name, runnable in baselines.items()}
+        decode_us = _decode_us(num_seqs, decode) if 0 < max(lengths) <= DECODE_MAX_LENGTH else None
         for label, module in variants:
             first, second = _outputs(definition, total, num_seqs), _outputs(definition, total, num_seqs)
             module.kernel(*args, *first)
@@ -144,18 +179,33 @@ def bench(shapes, configs=({},), seed: int = 0) -> list[dict]:
                 row[f"x_{name}"] = times["us"] / row["ours_us"]
                 if "graph_us" in times and "ours_graph_us" in row:
                     row[f"xg_{name}"] = times["graph_us"] / row["ours_graph_us"]
+            if decode_us is not None:
+                row.update(decode_us=decode_us, x_decode=row["ours_us"] / decode_us)
             rows.append(row)
     return rows
 
 
-COLUMNS = (("T", "T", "d"), ("N", "N", "d"), ("variant", "variant", "s"), ("ours µs", "ours_us", ".1f"),
+COLUMNS = (("T", "T", "d"), ("N", "N", "d"), ("lengths", "lengths", "s"), ("variant", "variant", "s"), ("ours µs", "ours_us", ".1f"),
            ("graph", "ours_graph_us", ".1f"), ("ksum", "ours_ksum_us", ".1f"),
            ("FI µs", f"{BASELINE}_us", ".1f"), ("FI graph", f"{BASELINE}_graph_us", ".1f"),
            ("FI ksum", f"{BASELINE}_ksum_us", ".1f"),
            ("FLA µs", f"{LIBRARY}_us", ".1f"), ("FLA graph", f"{LIBRARY}_graph_us", ".1f"),
-           ("FLA ksum", f"{LIBRARY}_ksum_us", ".1f"), ("×FI", f"x_{BASELINE}", ".2f"),
+           ("FLA ksum", f"{LIBRARY}_ksum_us", ".1f"), ("FLA loop µs", f"{TOKEN_LOOP}_us", ".1f"),
+           ("decode µs", "decode_us", ".1f"), ("ours/decode", "x_decode", ".2f"), ("×FI", f"x_{BASELINE}", ".2f"),
            ("×FI graph", f"xg_{BASELINE}", ".2f"), ("×FLA graph", f"xg_{LIBRARY}", ".2f"),
            ("det", "deterministic", "s"), ("margin f64", "margin_f64", ".3f"), ("margin f32", "margin_f32", ".3f"))
+
+
+def runs(lengths: list[int]) -> str:
+    """Sequence lengths as runs: [449, 1, 1, 1] -> '449+3×1', [512] * 16 -> '16×512'."""
+    parts, i = [], 0
+    while i < len(lengths):
+        j = i
+        while j < len(lengths) and lengths[j] == lengths[i]:
+            j += 1
+        parts.append(f"{j - i}×{lengths[i]}" if j - i > 1 else str(lengths[i]))
+        i = j
+    return "+".join(parts)
 
 
 def format_rows(rows: list[dict]) -> str:
@@ -166,6 +216,8 @@ def format_rows(rows: list[dict]) -> str:
         if key not in row:
             return "-"
         value = row[key]
+        if key == "lengths":
+            return runs(value)
         return ("yes" if value else "NO") if isinstance(value, bool) else format(value, spec)
 
     sizes = [width if key == "variant" else max(len(title), 10) for title, key, _ in COLUMNS]

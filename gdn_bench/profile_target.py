@@ -1,4 +1,4 @@
-"""What scripts/profile.py profiles: one call of one algorithm of either definition (or of a
+"""What scripts/profile_call.py profiles: one call of one algorithm of either definition (or of a
 variant of the prefill submission) on inputs of one shape, on the GPU.
 
 Shapes: decode takes the batch size B; prefill the sequence lengths, either T tokens split

@@ -1,10 +1,10 @@
-"""scripts/profile.py's command line: see inside one call of any algorithm of either definition,
+"""scripts/profile_call.py's command line: see inside one call of any algorithm of either definition,
 on one shape (gdn_bench.profile_target), in one of three modes. Needs a CUDA GPU.
 
-    python scripts/profile.py --definition decode -B 64                      # breakdown (default)
-    python scripts/profile.py --definition prefill -T 8192 -N 1 --mode ncu --kernel chunk
-    python scripts/profile.py --definition prefill --lengths 1,8191 --mode proton
-    python scripts/profile.py --definition prefill -T 64 --config SINGLE_BLOCK_MAX_SEQS=0
+    python scripts/profile_call.py --definition decode -B 64                      # breakdown (default)
+    python scripts/profile_call.py --definition prefill -T 8192 -N 1 --mode ncu --kernel chunk
+    python scripts/profile_call.py --definition prefill --lengths 1,8191 --mode proton
+    python scripts/profile_call.py --definition prefill -T 64 --config WALK_MAX_TOKENS=-1
 
 breakdown  every kernel of the call in launch order: name, grid, block, registers, shared memory
            (as CUPTI reports them), median time over --repeats cold-L2 calls; the call's CUPTI
@@ -80,7 +80,7 @@ def _names(text: str) -> tuple[str, ...]:
 
 
 def build_parser(checkout: Path) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="profile.py", description=__doc__,
+    parser = argparse.ArgumentParser(prog="profile_call.py", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     choices = ", ".join(f"{s.short} ({s.name})" for s in DEFINITIONS.values())
     parser.add_argument("--definition", type=definition_name, default="decode", help=f"{choices}; default decode")
@@ -234,7 +234,7 @@ def run_proton(target: Target, args) -> list[Path]:
 
 
 def main(argv=None, *, script: Path) -> int:
-    """profile.py with `argv` (default sys.argv[1:]); `script` is the calling script (--mode ncu
+    """profile_call.py with `argv` (default sys.argv[1:]); `script` is the calling script (--mode ncu
     runs it again under ncu)."""
     parser = build_parser(checkout_of(script))
     args = parser.parse_args(argv)

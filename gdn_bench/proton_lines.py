@@ -1,4 +1,4 @@
-"""The proton mode of scripts/profile.py: Triton's Proton profiler in PC-sampling mode (CUPTI
+"""The proton mode of scripts/profile_call.py: Triton's Proton profiler in PC-sampling mode (CUPTI
 samples each warp's program counter at a fixed interval) over repeated calls, and the hot
 source lines of the chosen kernels with their share of the samples.
 

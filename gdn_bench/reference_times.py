@@ -10,8 +10,14 @@ workload's record (uuid, axes, inputs) with the bytes of every blob it reads. A 
 definition or trace set gives new keys, so a stale time is never used; the old entries stay
 in the file, unused. The file is plain JSON, and can be copied to another machine:
 
-    {"version": 1, "entries": {key: {"us": µs, "gpu": ..., "definition": ..., "workload": uuid,
-                                     "axes": {...}, "torch": ..., "date": ..., "host": ...}}}
+    {"version": 1, "entries": {key: {"us": µs, "samples": n, "gpu": ..., "definition": ...,
+                                     "workload": uuid, "axes": {...}, "torch": ..., "date": ...,
+                                     "host": ...}}}
+
+"us" is the median over "samples" profiled calls (gdn_bench.timing.bounded_kernel_time_us:
+as many as fit 0.2 s, at least 3 for a call of 10 ms or more, so that a one-second call is not
+profiled for minutes). Entries written before the count was kept have no "samples" (the times
+are the same measurement); the version is unchanged, as either kind of file reads the other.
 """
 
 import datetime
@@ -66,9 +72,11 @@ def reference_key(gpu: str, definition: Definition, workload: Workload, root: Pa
     return hashlib.sha256(b"".join(parts)).hexdigest()
 
 
-def new_entry(us: float, gpu: str, definition: Definition, workload: Workload, torch_version: str) -> dict:
-    """One measured time with what it was measured on and when (the key says which inputs)."""
-    return {"us": us, "gpu": gpu, "definition": definition.name, "workload": workload.uuid,
+def new_entry(us: float, samples: int, gpu: str, definition: Definition, workload: Workload,
+              torch_version: str) -> dict:
+    """One measured time (the median of `samples` calls) with what it was measured on and when
+    (the key says which inputs)."""
+    return {"us": us, "samples": samples, "gpu": gpu, "definition": definition.name, "workload": workload.uuid,
             "axes": dict(workload.axes), "torch": torch_version, "host": platform.node(),
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
 
@@ -134,10 +142,12 @@ class ReferenceTimes:
 
 
 def collect(mode: str, gpu: str, definition: Definition, root: Path | None, workloads: list[Workload],
-            times: ReferenceTimes, measure: Callable[[Workload], float], torch_version: str) -> dict[str, dict]:
+            times: ReferenceTimes, measure: Callable[[Workload], tuple[float, int]],
+            torch_version: str) -> dict[str, dict]:
     """The reference's time on each workload, as {uuid: entry, with its "key" and "source"}:
     the cached one unless `mode` is "measure"; where there is none, unless `mode` is "skip",
-    measure(workload) in µs (with a progress bar), added to `times` ("measured"). A timing
+    measure(workload), (µs, the number of calls it is the median of), with a progress bar,
+    added to `times` ("measured"). A timing
     that fails gives an entry with no time and its message ("failed"); a workload with no
     time and none measured has no entry."""
     if mode not in MODES:
@@ -152,12 +162,12 @@ def collect(mode: str, gpu: str, definition: Definition, root: Path | None, work
             todo.append(w)
     for w in tqdm(todo, desc="definition reference (CUPTI)", unit="workload", disable=not todo):
         try:
-            us = measure(w)
+            us, samples = measure(w)
         except TimingError as e:
             found[w.uuid] = {"us": None, "key": keys[w.uuid], "source": "failed",
                              "message": f"kernel timing failed: {e}"}
             continue
-        entry = new_entry(us, gpu, definition, w, torch_version)
+        entry = new_entry(us, samples, gpu, definition, w, torch_version)
         times.add(keys[w.uuid], entry)
         found[w.uuid] = {**entry, "key": keys[w.uuid], "source": "measured"}
     return found

@@ -96,9 +96,21 @@ def _reference_lines(meta: dict, summary: Summary) -> list[str]:
     if missing:
         parts.append(f"{missing} not measured" + (" (--reference skip)" if mode == "skip" else ""))
     file = meta.get("reference", {}).get("file")
-    text = (f"reference:  the definition's own, timed as kernel: of {counts.get('workloads', 0)} workloads, "
-            f"{', '.join(parts)}" + (f"; cache: {file}" if file else ""))
+    text = (f"reference:  the definition's own, timed as kernel{_samples_note(counts.get('samples') or {})}: "
+            f"of {counts.get('workloads', 0)} workloads, {', '.join(parts)}" + (f"; cache: {file}" if file else ""))
     return textwrap.wrap(text, width=100, subsequent_indent=INDENT)
+
+
+def _samples_note(samples: dict) -> str:
+    """How many calls each reference time is the median of, in words ("" with no time)."""
+    low, high, unknown = samples.get("min"), samples.get("max"), samples.get("unknown", 0)
+    notes = []
+    if low:
+        notes.append(f"each the median of {low} calls" if low == high else
+                     f"each the median of {low}–{high} calls, fewer where one call is slow")
+    if unknown:
+        notes.append(f"{unknown} from a cache that did not keep the count")
+    return f" ({'; '.join(notes)})" if notes else ""
 
 
 def shortened(message: str, limit: int = MESSAGE_CHARS) -> str:

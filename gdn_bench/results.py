@@ -206,8 +206,10 @@ class Summary:
     # failed), one entry per (algorithm, status, message): the workloads' labels with it.
     problems: list[dict]
     # The definition reference's times: how many workloads there are, and how many have an
-    # entry, by where it came from ("cached", "measured", "failed": see reference_times.collect).
-    reference: dict[str, int] = field(default_factory=dict)
+    # entry, by where it came from ("cached", "measured", "failed": see reference_times.collect);
+    # "samples": the fewest and most calls a time is the median of, and how many times have no
+    # count (from a cache written before counts were kept).
+    reference: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
         """As JSON-able data: a non-finite number (an infinite margin) is None."""
@@ -266,11 +268,16 @@ def summarize(results: Results, spec: "DefinitionSpec") -> Summary:
     for r in results.rows:
         if r.status != "PASSED" or r.message:
             problems.setdefault((r.algo, r.status, r.message), []).append(label_of(r.axes))
-    sources = [results.reference[r.workload]["source"] for r in workloads if r.workload in results.reference]
+    entries = [results.reference[r.workload] for r in workloads if r.workload in results.reference]
+    sources = [e["source"] for e in entries]
+    calls = [e.get("samples") for e in entries if e.get("us") is not None]
+    known = [n for n in calls if n]
     return Summary(passed=sum(r.status == "PASSED" for r in results.rows), total=len(results.rows), algos=algos,
                    contest_score=contest_score(results), fi_ratio=fi_ratio(results), lines=lines,
                    workloads=[{"label": label, "kind": kind, "count": n} for (label, kind), n in counts.items()],
                    problems=[{"algo": algo, "status": status, "message": message, "workloads": labels}
                              for (algo, status, message), labels in problems.items()],
                    reference={"workloads": len(workloads),
-                              **{s: sources.count(s) for s in ("cached", "measured", "failed")}})
+                              **{s: sources.count(s) for s in ("cached", "measured", "failed")},
+                              "samples": {"min": min(known, default=None), "max": max(known, default=None),
+                                          "unknown": len(calls) - len(known)}})

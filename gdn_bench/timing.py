@@ -13,6 +13,9 @@ graph: one replay of the call captured in a CUDA graph, timed with CUDA events (
 floor: the same measurement of `new.copy_(old)` for a state: the bytes any correct kernel moves.
 host: wall time of `synchronize; fn(); synchronize`, the cost a sync-in-loop harness (and a
     serving loop without CUDA graphs) pays per call, launch overhead included.
+A call that takes SLOW_CALL_SECONDS or more (a Python loop over tokens, such as the prefill
+definition's reference: about a second at 8192 tokens) is timed by bounded_kernel_time_us the
+same way with fewer calls, and says how many.
 """
 
 import functools
@@ -27,6 +30,10 @@ L2_FLUSH_BYTES = 256 << 20
 TARGET_SECONDS = 0.2
 MIN_CALLS = 5
 BUSY_SECONDS = 0.025
+# bounded_kernel_time_us: a call this slow is profiled as many times as fit TARGET_SECONDS, at
+# least MIN_SLOW_CALLS (the median of 3 drops one outlier), after one warm-up call only.
+SLOW_CALL_SECONDS = 0.01
+MIN_SLOW_CALLS = 3
 
 
 class TimingError(RuntimeError):
@@ -61,12 +68,21 @@ def group_call_times(kernels: Sequence[tuple[str, float, float]], flush_names: f
     return [call_span(c) for c in split_calls(kernels, flush_names)]
 
 
-def _device_kernels(prof) -> list[tuple[str, float, float]]:
-    return [
-        (e.name, e.time_range.start, e.time_range.end)
-        for e in prof.events()
-        if e.device_type == torch.autograd.DeviceType.CUDA
-    ]
+def _device_kernels(prof, device=torch.autograd.DeviceType.CUDA) -> list[tuple[str, float, float]]:
+    """(name, start µs, end µs) of every event the profile recorded on `device` (kernels, for
+    CUDA), times from the trace's start: the records prof.events() holds, read straight from
+    the profiler's results. prof.events() builds a Python object per event first (150 µs each
+    on a CPU profile of prefill's reference, against 10 here), minutes for the ~10^5 kernels
+    of a few calls of a Python loop over tokens."""
+    results = prof.profiler.kineto_results
+    origin = results.trace_start_ns()
+    return [(e.name(), (e.start_ns() - origin) / 1e3, (e.end_ns() - origin) / 1e3)
+            for e in results.events() if e.device_type() == device and not _hidden(e)]
+
+
+def _hidden(event) -> bool:
+    """Whether torch's own parsing leaves the event out (a profiler-internal one)."""
+    return getattr(event, "is_hidden_event", lambda: False)()
 
 
 def _profile(body: Callable[[], None]) -> torch.profiler.profile:
@@ -87,14 +103,18 @@ def _busy(flush: Callable[[], None], fn: Callable[[], None]) -> None:
     torch.cuda.synchronize()
 
 
-def _calls_for(fn: Callable[[], None], max_calls: int) -> int:
-    """How many calls fit TARGET_SECONDS, from one synchronized call's wall time."""
+def _wall_seconds(fn: Callable[[], None]) -> float:
+    """The wall time of one synchronized call, in seconds."""
     torch.cuda.synchronize()
     start = time.perf_counter()
     fn()
     torch.cuda.synchronize()
-    once = max(time.perf_counter() - start, 1e-6)
-    return max(MIN_CALLS, min(max_calls, int(TARGET_SECONDS / once)))
+    return max(time.perf_counter() - start, 1e-6)
+
+
+def _calls_for(fn: Callable[[], None], max_calls: int) -> int:
+    """How many calls fit TARGET_SECONDS, from one synchronized call's wall time."""
+    return max(MIN_CALLS, min(max_calls, int(TARGET_SECONDS / _wall_seconds(fn))))
 
 
 @functools.cache
@@ -105,15 +125,17 @@ def _flush() -> tuple[Callable[[], None], frozenset[str]]:
 
 
 def profile_cold_calls(fn: Callable[[], None], calls: int | None = None, max_calls: int = 100,
-                       warmup: int = 3) -> tuple[torch.profiler.profile, frozenset[str], int]:
+                       warmup: int = 3, busy: bool = True) -> tuple[torch.profiler.profile, frozenset[str], int]:
     """torch.profiler (CUDA activity) over `calls` calls of `fn`, each after an L2 flush, once
-    `warmup` calls and the busy loop have run (see module docstring). `calls` None: as many
-    as fit TARGET_SECONDS, within [MIN_CALLS, max_calls]. Returns the finished profiler, the
-    flush kernels' names (they open each call: split_calls) and the number of calls."""
+    `warmup` calls and (unless `busy` is False) the busy loop have run (see module docstring).
+    `calls` None: as many as fit TARGET_SECONDS, within [MIN_CALLS, max_calls]. Returns the
+    finished profiler, the flush kernels' names (they open each call: split_calls) and the
+    number of calls."""
     flush, flush_names = _flush()
     for _ in range(warmup):
         fn()
-    _busy(flush, fn)
+    if busy:
+        _busy(flush, fn)
     calls = calls or _calls_for(fn, max_calls)
 
     def body():
@@ -124,9 +146,10 @@ def profile_cold_calls(fn: Callable[[], None], calls: int | None = None, max_cal
     return _profile(body), flush_names, calls
 
 
-def _cold_calls(fn: Callable[[], None], max_calls: int, warmup: int) -> list[list]:
+def _cold_calls(fn: Callable[[], None], max_calls: int, warmup: int, calls: int | None = None,
+                busy: bool = True) -> list[list]:
     """Each profiled call's kernel records (profile_cold_calls, split_calls)."""
-    prof, flush_names, count = profile_cold_calls(fn, max_calls=max_calls, warmup=warmup)
+    prof, flush_names, count = profile_cold_calls(fn, calls, max_calls, warmup, busy)
     calls = split_calls(_device_kernels(prof), flush_names)
     if len(calls) != count:
         raise TimingError(f"profile split into {len(calls)} calls, expected {count}")
@@ -136,6 +159,30 @@ def _cold_calls(fn: Callable[[], None], max_calls: int, warmup: int) -> list[lis
 def kernel_time_us(fn: Callable[[], None], max_calls: int = 100, warmup: int = 3) -> float:
     """Median CUPTI time of one call of `fn` with a cold L2 (see module docstring), in µs."""
     return statistics.median(call_span(c) for c in _cold_calls(fn, max_calls, warmup))
+
+
+def slow_calls(once: float, max_calls: int = 100) -> int | None:
+    """How many calls bounded_kernel_time_us profiles when one takes `once` seconds: None (as
+    many as kernel_time_us does) under SLOW_CALL_SECONDS; else as many as fit TARGET_SECONDS,
+    within [MIN_SLOW_CALLS, max_calls]."""
+    if once < SLOW_CALL_SECONDS:
+        return None
+    return max(MIN_SLOW_CALLS, min(max_calls, int(TARGET_SECONDS / once)))
+
+
+def bounded_kernel_time_us(fn: Callable[[], None], max_calls: int = 100) -> tuple[float, int]:
+    """kernel_time_us for a call that may take seconds: (median µs, how many calls it is the
+    median of). One warm-up call, then one timed by the wall clock decides (slow_calls): a
+    fast call is timed as kernel_time_us times it; a slow one is profiled slow_calls times with
+    no more warm-up and no busy loop (its own length, not the clocks, decides its time). A
+    one-second call thus costs 2 + MIN_SLOW_CALLS calls, not kernel_time_us's 10."""
+    fn()
+    count = slow_calls(_wall_seconds(fn), max_calls)
+    if count is None:
+        calls = _cold_calls(fn, max_calls, warmup=1)
+    else:
+        calls = _cold_calls(fn, max_calls, warmup=0, calls=count, busy=False)
+    return statistics.median(call_span(c) for c in calls), len(calls)
 
 
 def kernel_times_us(fn: Callable[[], None], max_calls: int = 100, warmup: int = 3) -> tuple[float, float]:

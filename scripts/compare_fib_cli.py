@@ -8,10 +8,11 @@ few of the same workloads (gdn_bench/fib_compare.py says how the two time and wh
     python scripts/compare_fib_cli.py results/prefill/results.json --dry-run    # write, print the command
 
 Takes the results.json of a run_local run on a GPU (with reference times: not --reference
-skip), picks -k workloads where the submission passed, spread over sizes, writes a trace set
-for the CLI under --work (by default fib_cli/ beside the results.json; it must not exist yet):
-the run's definition from its trace set, those workloads, and the submission packed from this
-checkout (--root; it should be the one the run timed). Then runs `flashinfer-bench run` on it
+skip), picks -k workloads where the submission passed, spread over the reference's times
+(the fastest and the slowest included), writes a trace set for the CLI under --work (by
+default fib_cli/ beside the results.json; it must not exist yet): the run's definition from
+its trace set, those workloads, and the submission packed from this checkout (--root; it
+should be the one the run timed). Then runs `flashinfer-bench run` on it
 with the run's warm-up / iterations / trials (the isolated runner unless --runner persistent),
 and prints and writes (comparison.json under --work) both speedups per workload. Exit
 status: 0 when the CLI ran and passed every workload, 1 otherwise, 2 for bad arguments.

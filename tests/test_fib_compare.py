@@ -36,11 +36,14 @@ def run():
     return Results(meta=meta, rows=rows, reference=reference)
 
 
-def test_the_workloads_taken_spread_over_sizes(run):
+def test_the_workloads_taken_spread_over_the_reference_times(run):
     picked = pick_workloads(run, 3)
     sizes = {r.workload: r.axes["batch_size"] for r in run.rows}
     assert len(picked) == 3 and [sizes[w] for w in picked] == sorted(sizes[w] for w in picked)
-    assert sizes[picked[0]] == 1 and sizes[picked[-1]] == 64
+    assert sizes[picked[0]] == 1 and sizes[picked[-1]] == 64  # here the reference's time grows with the batch
+    slowest = next(r.workload for r in run.rows if r.status == "PASSED" and sizes[r.workload] == 1)
+    reordered = Results(meta=run.meta, rows=run.rows, reference={**run.reference, slowest: {"us": 1e6}})
+    assert pick_workloads(reordered, 3)[-1] == slowest  # made the slowest of all, at batch size 1
     assert run.rows[0].workload not in pick_workloads(run, 100)  # failed: no speedup to compare
     assert len(pick_workloads(run, 100)) == len(run.rows) - 1 and len(pick_workloads(run, 1)) == 1
 

@@ -50,14 +50,26 @@ def test_table_marks_what_was_not_measured():
              "deterministic": False, "margin_f64": 0.2, "margin_f32": 0.1}]
     lines = prefill_bench.format_rows(rows).splitlines()
     assert len(lines) == 3 and "×FI" in lines[0] and "FI graph" in lines[0] and "33.30" in lines[1] and " yes" in lines[1]
-    assert lines[1].split()[4:6] == ["-", "-"]
-    assert lines[2].split()[3:6] == ["8.0", "7.0", "6.0"] and lines[2].split()[6:15] == ["-"] * 9 and " NO" in lines[2]
+    assert lines[1].split()[2] == "-" and lines[1].split()[5:7] == ["-", "-"]
+    assert lines[2].split()[4:7] == ["8.0", "7.0", "6.0"] and lines[2].split()[7:19] == ["-"] * 12 and " NO" in lines[2]
+
+
+def test_table_shows_lengths_as_runs_and_the_decode_ratio():
+    rows = [{"T": 64, "N": 16, "lengths": [49] + [1] * 15, "variant": "ours", "ours_us": 9.0, "decode_us": 6.0,
+             "x_decode": 1.5}]
+    assert prefill_bench.runs([449] + [1] * 63) == "449+63×1" and prefill_bench.runs([512] * 16) == "16×512"
+    assert prefill_bench.runs([3, 0, 0, 5]) == "3+2×0+5"
+    cells = prefill_bench.format_rows(rows).splitlines()[1].split()
+    assert cells[2] == "49+15×1" and cells[14:16] == ["6.0", "1.50"]
 
 
 def test_default_shapes_are_lengths():
     shapes = prefill_bench.default_shapes()
     assert [1, 8191] in shapes and [8192] in shapes and [512] * 16 in shapes
-    assert all(sum(s) == t and len(s) == n for s, (t, n) in zip(shapes, prefill_bench.DEFAULT_SHAPES) if s != [1, 8191])
+    assert shapes[:len(prefill_bench.SHORT_SHAPES)] == [list(s) for s in prefill_bench.SHORT_SHAPES]
+    grid = shapes[len(prefill_bench.SHORT_SHAPES):]
+    assert all(sum(s) == t and len(s) == n for s, (t, n) in zip(grid, prefill_bench.DEFAULT_SHAPES) if s != [1, 8191])
+    assert [1] * 512 in shapes and [4] * 64 in shapes and [449] + [1] * 63 in shapes
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal without a GPU")

@@ -52,10 +52,12 @@ def paths_agree(cpu_bound: float) -> float:
 
 
 # In Triton's interpreter a call costs a few ms per program, whatever its tile; so on CPU every
-# call runs the kernels that walk blocks with two 64-column tiles per head (far fewer programs),
-# except where a test sets a launch itself (each production configuration has its own test).
-# On a GPU every call uses the production configurations.
+# call runs the kernels that walk blocks with two 64-column tiles per head and the token walk
+# with one 128-row tile (far fewer programs), except where a test sets a launch itself (each
+# production configuration has its own test). On a GPU every call uses the production ones.
 INTERPRETER_LAUNCH = sub.Launch(block_v=64, warps=4, stages=2)
+INTERPRETER_WALK = ((1, 1 << 62, sub.WalkLaunch(block_v=D, warps=1, tile=1)),
+                    (1 << 62, 1 << 62, sub.WalkLaunch(block_v=D, warps=1, tile=4)))
 
 
 @pytest.fixture(autouse=True)
@@ -64,6 +66,7 @@ def _interpreter_launches(monkeypatch):
         monkeypatch.setattr(sub, "PASS_TABLE", ((1 << 62, INTERPRETER_LAUNCH),))
         monkeypatch.setattr(sub, "SUMMARY_LAUNCH", INTERPRETER_LAUNCH)
         monkeypatch.setattr(sub, "FIXUP_LAUNCH", INTERPRETER_LAUNCH)
+        monkeypatch.setattr(sub, "WALK_TABLE", INTERPRETER_WALK)
 
 
 def _random_calls(rng: random.Random, sequences: int) -> list[list[int]]:
@@ -209,10 +212,17 @@ def test_every_production_launch(name, device, monkeypatch):
 
 
 def _force_spans(monkeypatch, span_blocks):
-    """Spans of `span_blocks` blocks (or more) on calls of any length."""
+    """Spans of `span_blocks` blocks (or more) on calls of any length (_force_chunked)."""
+    _force_chunked(monkeypatch)
     for name, value in (("SPAN_MIN_BLOCKS", span_blocks), ("SPAN_MIN_TOKENS", 1), ("SPAN_MAX", 1 << 10),
                         ("SPAN_PIECES", 1 << 10)):
         monkeypatch.setattr(sub, name, value)
+
+
+def _force_chunked(monkeypatch):
+    """The chunked kernels on calls of any length: no token walk."""
+    monkeypatch.setattr(sub, "WALK_MAX_TOKENS", -1)
+    monkeypatch.setattr(sub, "WALK_MAX_MEAN_LENGTH", -1)
 
 
 # Spans forced onto small calls (spans of 1 to 3 blocks): sequences of one to many spans,
@@ -320,35 +330,133 @@ def test_at_most_four_launches_all_prepared_first(device, monkeypatch):
     def expect(*kernels):
         assert events == [("prepare", k) for k in kernels] + [("launch", k) for k in kernels], events
         events.clear()
-    call_and_check([50, 3], True, "none", SEED + 500, device, "launch count")
+    call_and_check([150, 3], True, "none", SEED + 500, device, "launch count")
     expect("_chunk_prep_kernel", "_span_pass_kernel")
-    call_and_check([4, 0, 9, 10], True, "none", SEED + 503, device, "launch count, one block, four sequences")
-    expect("_single_block_kernel")
-    call_and_check([4, 0, 9, 10, 1], True, "none", SEED + 504, device, "launch count, one block, five sequences")
-    expect("_chunk_prep_kernel", "_span_pass_kernel")
-    call_and_check([29], True, "none", SEED + 502, device, "launch count, one block")
-    expect("_single_block_kernel")
+    call_and_check([4, 0, 9, 10, 1], True, "none", SEED + 504, device, "launch count, token walk")
+    expect("_token_walk_kernel")
     _force_spans(monkeypatch, 1)
     call_and_check([50, 30], True, "none", SEED + 501, device, "launch count, spans")
     expect("_chunk_prep_kernel", "_span_summary_kernel", "_span_fixup_kernel", "_span_pass_kernel")
 
 
-@pytest.mark.parametrize("lengths", ([7], [32], [0], [3, 0, 20], [8, 8, 8, 8]), ids=str)
-def test_one_block_kernel_agrees_with_the_chunked_path(lengths, device, monkeypatch):
-    """A call that fits one block in at most SINGLE_BLOCK_MAX_SEQS sequences runs as one
-    kernel; forced through the chunked kernels it gives the same result up to float32 rounding."""
-    fused = call_and_check(lengths, True, "float", SEED + 700, device, "one block")
-    monkeypatch.setattr(sub, "SINGLE_BLOCK_MAX_SEQS", 0)
-    chunked = call_and_check(lengths, True, "float", SEED + 700, device, "one block, chunked path")
+@pytest.mark.parametrize("lengths", ([7], [32], [0], [3, 0, 20], [8, 8, 8, 8], [1] * 9), ids=str)
+def test_token_walk_agrees_with_the_chunked_path(lengths, device, monkeypatch):
+    """A short call walks its tokens (_walks); forced through the chunked kernels it gives the
+    same result up to float32 rounding (the two paths are each checked against float64)."""
+    assert sub._walks(sum(lengths), len(lengths))
+    walked = call_and_check(lengths, True, "float", SEED + 700, device, "token walk")
+    _force_chunked(monkeypatch)
+    chunked = call_and_check(lengths, True, "float", SEED + 700, device, "token walk's call, chunked path")
     bound = paths_agree(1e-5)
-    torch.testing.assert_close(fused[1], chunked[1], rtol=bound, atol=bound)
-    torch.testing.assert_close(fused[0].float(), chunked[0].float(), rtol=2**-7, atol=max(bound, 1e-3))
+    torch.testing.assert_close(walked[1], chunked[1], rtol=bound, atol=bound)
+    torch.testing.assert_close(walked[0].float(), chunked[0].float(), rtol=2**-7, atol=max(bound, 1e-3))
+
+
+# Short calls: at and around the switch-over to the chunked path (T = WALK_MAX_TOKENS, a mean
+# length of WALK_MAX_MEAN_LENGTH), one-token and few-token batches, one long sequence among
+# one-token ones (its first token is not where an even split puts it), empty sequences.
+W, M = sub.WALK_MAX_TOKENS, sub.WALK_MAX_MEAN_LENGTH
+SHORT_CASES = [([W], True), ([W + 1], True), ([1] * 12, True), ([4] * 6, False), ([21] + [1] * 7, True),
+               ([0, 1, 0, 2, 0], True), ([M] * (W // M + 1), True), ([M + 1] * (W // M + 1), False)]
+
+
+PRODUCTION_WALKS = [launch for _, _, launch in sub.WALK_TABLE]
+
+
+@pytest.mark.parametrize("row", range(len(PRODUCTION_WALKS)))
+def test_every_production_walk_launch(row, device, monkeypatch):
+    """Each row of WALK_TABLE, forced onto a small call (a few programs' worth in the interpreter)."""
+    monkeypatch.setattr(sub, "WALK_TABLE", ((1 << 62, 1 << 62, PRODUCTION_WALKS[row]),))
+    call_and_check([2] if DEVICE == "cpu" else [9, 0, 3, 1], True, "float", SEED + 950 + row, device, f"walk row {row}")
+
+
+@pytest.mark.parametrize("lengths, with_state", SHORT_CASES, ids=lambda x: f"T={sum(x)},N={len(x)}" if isinstance(x, list) else str(x))
+def test_short_calls_match_float64_reference(lengths, with_state, device):
+    """Each short shape against float64, on the path _walks picks for it (both sides of each threshold)."""
+    total, count = sum(lengths), len(lengths)
+    walks = total <= W or total <= M * count
+    assert sub._walks(total, count) == walks
+    call_and_check(lengths, with_state, "tensor", SEED + 900 + total, device, "token walk" if walks else "chunked")
+
+
+MALFORMED = {  # cu_seqlens for T = 72 (valid: [0, 40, 70, 72] or [0, 72]; three blocks)
+    "decreasing": [0, 50, 30, 72],
+    "not from 0": [2, 40, 70, 72],
+    "last below T": [0, 40, 70, 71],
+    "last past T": [0, 40, 70, 80],
+    "negative": [0, -3, 70, 72],
+    "far out of range": [0, 40, 1 << 40, 72],
+    "one sequence, not from 0": [3, 72],
+    "one sequence, last below T": [0, 70],
+}
+PATHS = ("token walk", "chunked", "spans")
+
+
+def _guarded(shape, dtype, device, guard=4096):
+    """A NaN-poisoned contiguous tensor inside a buffer whose `guard` elements on either side
+    hold a sentinel: (tensor, buffer)."""
+    count = math.prod(shape)
+    buffer = torch.full((count + 2 * guard,), 7.0, dtype=dtype, device=device)
+    tensor = buffer[guard:guard + count].view(shape)
+    tensor.fill_(float("nan"))
+    return tensor, buffer, guard
+
+
+@pytest.mark.parametrize("path", PATHS)
+@pytest.mark.parametrize("kind", MALFORMED)
+def test_malformed_cu_seqlens_mark_every_output(kind, path, device, monkeypatch):
+    """A malformed cu_seqlens: NaN in every element of output and new_state (a valid output
+    would be written over the poison, so the outputs start at zero), nothing written outside
+    them (guard elements on either side keep their sentinel), the inputs left unchanged."""
+    if path != "token walk":
+        _force_spans(monkeypatch, 1) if path == "spans" else _force_chunked(monkeypatch)
+    count = len(MALFORMED[kind]) - 1
+    inputs = draw_inputs([40, 30, 2][-count:] if count > 1 else [72], torch.Generator().manual_seed(SEED + 1000), device)
+    inputs["cu_seqlens"] = torch.tensor(MALFORMED[kind], dtype=torch.int64, device=device)
+    before = {name: t.clone() for name, t in inputs.items()}
+    (output, out_buffer, guard), (new_state, state_buffer, _) = (
+        _guarded((72, HV, D), torch.bfloat16, device), _guarded((count, HV, D, D), torch.float32, device))
+    output.zero_()
+    new_state.zero_()
+    sub.kernel(*inputs.values(), None, output, new_state)
+    assert output.isnan().all() and new_state.isnan().all(), f"{kind}: not every element marked"
+    for buffer in (out_buffer, state_buffer):
+        assert (buffer[:guard] == 7).all() and (buffer[-guard:] == 7).all(), f"{kind}: written outside the outputs"
+    for name, t in inputs.items():
+        assert torch.equal(t.cpu(), before[name].cpu()), f"{kind}: input {name} changed"
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_repeated_cu_seqlens_values_are_empty_sequences(path, device, monkeypatch):
+    """Equal neighbours in cu_seqlens are empty sequences, not malformed: no NaN anywhere."""
+    if path != "token walk":
+        _force_spans(monkeypatch, 1) if path == "spans" else _force_chunked(monkeypatch)
+    call_and_check([0, 5, 0, 0, 6, 0], True, "none", SEED + 1100, device, f"repeated values, {path}")
+
+
+@pytest.mark.parametrize("kind, message", [
+    ("one sequence, not from 0", r"cu_seqlens\[0\]: expected 0, got 3"),
+    ("one sequence, last below T", r"cu_seqlens\[1\]: expected total_seq_len = 72, got 70"),
+    ("decreasing", r"cu_seqlens\[2\]: expected at least cu_seqlens\[1\] = 50 \(nondecreasing\), got 30"),
+    ("not from 0", r"cu_seqlens\[0\]: expected 0, got 2"),
+    ("last below T", r"cu_seqlens\[3\]: expected total_seq_len = 72, got 71"),
+    ("last past T", r"cu_seqlens\[3\]: expected total_seq_len = 72, got 80"),
+    ("negative", r"cu_seqlens\[1\]: expected at least cu_seqlens\[0\] = 0 \(nondecreasing\), got -3"),
+    ("far out of range", r"cu_seqlens\[3\]: expected at least cu_seqlens\[2\] = 1099511627776"),
+])
+def test_check_cu_seqlens_names_the_first_bad_entry(kind, message):
+    with pytest.raises(ValueError, match=message):
+        sub.check_cu_seqlens(torch.tensor(MALFORMED[kind]), 72)
+    sub.check_cu_seqlens(torch.tensor([0, 40, 40, 72]), 72)
+    sub.check_cu_seqlens(torch.tensor([0]), 0)
+    with pytest.raises(ValueError, match=r"^cu_seqlens: expected a 1-D tensor"):
+        sub.check_cu_seqlens(torch.tensor([[0, 9]]), 9)
 
 
 @pytest.mark.skipif(DEVICE != "cuda", reason="needs a CUDA GPU (GDN_TEST_DEVICE=cuda)")
 def test_no_host_synchronization_and_no_recompilation(device):
     """The whole call is captured into a CUDA graph (any host synchronization inside it would
-    fail the capture) with at most 3 kernels, and new lengths compile nothing new."""
+    fail the capture), and new lengths compile at most one new configuration per kernel."""
     inputs = draw_inputs([300, 20], torch.Generator().manual_seed(SEED), device)
     output, new_state = poisoned_outputs(320, 2, device)
     scale = torch.tensor(0.1, device=device)
@@ -356,14 +464,15 @@ def test_no_host_synchronization_and_no_recompilation(device):
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         sub.kernel(*inputs.values(), scale, output, new_state)
-    compiled = [len(k.device_caches[torch.cuda.current_device()][0])
-                for k in (sub._chunk_prep_kernel, sub._span_pass_kernel)]
+    kernels = (sub._chunk_prep_kernel, sub._span_pass_kernel, sub._token_walk_kernel)
+    compiled = [len(k.device_caches[torch.cuda.current_device()][0]) for k in kernels]
     for lengths in ([1], [77], [5, 9, 0, 200], [33, 33, 33]):
         x = draw_inputs(lengths, torch.Generator().manual_seed(SEED + 1), device)
         out, state = poisoned_outputs(sum(lengths), len(lengths), device)
         sub.kernel(*x.values(), None, out, state)
-    after = [len(k.device_caches[torch.cuda.current_device()][0]) for k in (sub._chunk_prep_kernel, sub._span_pass_kernel)]
-    assert after[0] <= compiled[0] + 1 and after[1] <= compiled[1] + 1, (compiled, after)  # + the one-sequence path
+    after = [len(k.device_caches[torch.cuda.current_device()][0]) for k in kernels]
+    # at most one new configuration each: the prep's one-sequence path, the walk (first use)
+    assert all(a <= c + 1 for a, c in zip(after, compiled)), (compiled, after)
 
 
 def test_scale_kinds_agree(device):

@@ -1,4 +1,4 @@
-"""scripts/profile.py (gdn_bench.profiling) on CPU: its arguments and refusals, and the parsing
+"""scripts/profile_call.py (gdn_bench.profiling) on CPU: its arguments and refusals, and the parsing
 behind each mode's table: ncu's CSV pages, Proton's PC-sampling tree and torch.profiler's
 Chrome trace. The ncu and Proton samples under tests/data/profile are synthetic (see the
 README there); the profiling itself needs a GPU."""
@@ -15,7 +15,7 @@ from gdn_bench.timing import split_calls
 from helpers import ROOT
 
 DATA = ROOT / "tests" / "data" / "profile"
-SCRIPT = ROOT / "scripts" / "profile.py"
+SCRIPT = ROOT / "scripts" / "profile_call.py"
 NCU_RAW = DATA / "ncu_raw_prefill_T8192_N1.csv"
 NCU_DETAILS = DATA / "ncu_details_prefill_T8192_N1.csv"
 PROTON = DATA / "proton_prefill_T8192_N1.hatchet"

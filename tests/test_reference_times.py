@@ -1,18 +1,22 @@
 """The cache of the definition reference's times (gdn_bench.reference_times), on CPU with a
 stand-in for the GPU timing: what a key depends on (so that a changed definition or trace set
 is measured anew, and a copied trace set is not), the file (round trip, concurrent writers,
-bad files), and collect's modes: cached, measure, skip."""
+bad files, entries with and without a call count), and collect's modes: cached, measure, skip.
+Also how many calls a slow reference is profiled (gdn_bench.timing.slow_calls) and the
+profiler's records as the timing reads them (on CPU events, the same records as torch's)."""
 
 import json
 import shutil
 
 import pytest
+import torch
 
 from gdn_bench.dataset import load_trace_set
 from gdn_bench.definitions import DEFINITIONS
 from gdn_bench.reference_times import (REFERENCE_FILE, ReferenceTimes, as_cached, blob_files, collect, default_file,
                                        reference_key)
-from gdn_bench.timing import TimingError
+from gdn_bench import timing
+from gdn_bench.timing import MIN_SLOW_CALLS, TimingError, _device_kernels, slow_calls
 
 GPU = "NVIDIA Test GPU"
 
@@ -54,11 +58,12 @@ def test_a_key_follows_the_blobs_bytes_not_where_the_trace_set_lies(decode, tmp_
     assert reference_key(GPU, definition, blobbed, copy) != key
 
 
-def _counting(start=100.0):
-    """A stand-in for the GPU measurement: a new time per call; .calls lists the workloads."""
+def _counting(start=100.0, samples=7):
+    """A stand-in for the GPU measurement: a new time per call, the median of `samples` calls;
+    .calls lists the workloads."""
     def measure(w):
         measure.calls.append(w.uuid)
-        return start + len(measure.calls)
+        return start + len(measure.calls), samples
     measure.calls = []
     return measure
 
@@ -70,12 +75,12 @@ def test_collect_measures_what_is_missing_once_then_reads_the_file(decode, tmp_p
     first = collect("cached", GPU, definition, root, [random, blobbed], ReferenceTimes.load(path), measure, "2.13")
     assert measure.calls == [random.uuid, blobbed.uuid]
     assert {e["source"] for e in first.values()} == {"measured"}
-    assert first[random.uuid]["us"] == 101.0 and first[random.uuid]["torch"] == "2.13"
+    assert (first[random.uuid]["us"], first[random.uuid]["samples"], first[random.uuid]["torch"]) == (101.0, 7, "2.13")
     assert first[random.uuid]["axes"] == dict(random.axes) and first[random.uuid]["gpu"] == GPU
 
     again = collect("cached", GPU, definition, root, [random, blobbed], ReferenceTimes.load(path), measure, "2.13")
     assert measure.calls == [random.uuid, blobbed.uuid]  # nothing measured: a second run reuses them
-    assert {w: e["us"] for w, e in again.items()} == {w: e["us"] for w, e in first.items()}
+    assert {w: (e["us"], e["samples"]) for w, e in again.items()} == {w: (e["us"], 7) for w, e in first.items()}
     assert {e["source"] for e in again.values()} == {"cached"}
 
     changed = definition.model_copy(update={"reference": definition.reference + "\n# changed\n"})
@@ -152,3 +157,59 @@ def test_as_cached_keeps_what_a_run_measured_by_key():
                  "w2": {"us": 6.0, "gpu": GPU, "key": "k2", "source": "cached"},
                  "w3": {"us": None, "key": "k3", "source": "failed", "message": "x"}}
     assert as_cached(reference) == {"k1": {"us": 5.0, "gpu": GPU}}
+
+
+def test_an_entry_from_before_call_counts_is_still_a_cached_time(decode, tmp_path):
+    """A file written before entries kept "samples" (same version, same measurement) gives its
+    times, without a count; a new entry beside them has one."""
+    definition, root, random, blobbed = decode
+    path = tmp_path / "ref.json"
+    key = reference_key(GPU, definition, random, root)
+    path.write_text(json.dumps({"version": 1, "entries": {key: {"us": 123.0, "gpu": GPU}}}))
+    measure = _counting(samples=3)
+    found = collect("cached", GPU, definition, root, [random, blobbed], ReferenceTimes.load(path), measure, "2.13")
+    assert measure.calls == [blobbed.uuid]
+    assert (found[random.uuid]["us"], found[random.uuid]["source"], "samples" in found[random.uuid]) == \
+        (123.0, "cached", False)
+    assert json.loads(path.read_text())["entries"][reference_key(GPU, definition, blobbed, root)]["samples"] == 3
+
+
+@pytest.mark.parametrize("once, calls", [
+    (0.001, None), (0.0099, None),  # fast: as many as kernel_time_us profiles
+    (0.01, 20), (0.05, 4), (0.066, MIN_SLOW_CALLS),  # as many as fit 0.2 s
+    (0.07, MIN_SLOW_CALLS), (1.2, MIN_SLOW_CALLS), (30.0, MIN_SLOW_CALLS),  # never fewer than 3
+])
+def test_a_slow_call_is_profiled_as_often_as_fits_the_target(once, calls):
+    assert slow_calls(once) == calls
+
+
+def test_slow_calls_keep_the_cap():
+    assert slow_calls(0.01, max_calls=8) == 8
+
+
+@pytest.mark.parametrize("once, profiled", [(1.2, (0, MIN_SLOW_CALLS, False)), (0.001, (1, None, True))],
+                         ids=["slow", "fast"])
+def test_bounded_timing_profiles_a_slow_call_fewer_times(once, profiled, monkeypatch):
+    """A slow call: slow_calls calls, no more warm-up, no busy loop; a fast one as kernel_time_us
+    profiles it. Either way the median span and the number of calls it is over."""
+    asked, warmups = [], []
+    spans = [[("k", 0.0, 10.0)], [("k", 0.0, 30.0)], [("k", 5.0, 25.0)]]
+    monkeypatch.setattr(timing, "_wall_seconds", lambda fn: once)
+    monkeypatch.setattr(timing, "_cold_calls", lambda fn, max_calls, warmup, calls=None, busy=True:
+                        asked.append((warmup, calls, busy)) or spans)
+    assert timing.bounded_kernel_time_us(lambda: warmups.append(1)) == (20.0, 3)
+    assert asked == [profiled] and warmups == [1]  # one warm-up call before the wall-clock one
+
+
+def test_the_profile_is_read_as_torch_reads_it():
+    """_device_kernels reads the profiler's results without torch's per-event parsing: on CPU
+    ops (no nested ops of one name, which torch's parsing merges) the same names and times."""
+    x = torch.randn(32, 32)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        for _ in range(3):
+            torch.relu(x @ x) + 1
+    cpu = torch.autograd.DeviceType.CPU
+    ours = _device_kernels(prof, cpu)
+    theirs = [(e.name, e.time_range.start, e.time_range.end) for e in prof.events() if e.device_type == cpu]
+    assert len(ours) >= 9 and sorted(ours) == sorted(theirs)
+    assert _device_kernels(prof) == []  # no CUDA kernel on a CPU

@@ -86,6 +86,13 @@ def test_definition_both_runs_each_under_its_own_folder(monkeypatch, tmp_path):
         cli.settings_from_args(cli.build_parser(ROOT).parse_args(["--definition", "both", "--algo", "fla-recurrent"]))
 
 
+def test_submission_names_each_definitions_own(tmp_path):
+    runs = cli.settings_from_args(cli.build_parser(ROOT).parse_args(
+        ["--definition", "both", "--algo", "submission,fi-baseline", "--out", str(tmp_path)]))
+    assert [s.algos for s in runs] == [["fla-recurrent", "fi-baseline"], ["triton-chunked", "fi-baseline"]]
+    assert _settings(["--algo", "fla-recurrent, submission"]).algos == ["fla-recurrent"]  # named twice: once
+
+
 def test_an_unknown_definition_names_both_among_the_valid_ones(capsys):
     with pytest.raises(SystemExit):
         cli.build_parser(ROOT).parse_args(["--definition", "track"])

@@ -60,7 +60,8 @@ def test_each_group_has_its_share_of_the_score():
     assert summary.contest_score == pytest.approx(75.0) and summary.fi_ratio == pytest.approx(1.25)
     assert summary.algos["fla-recurrent"] == {"passed": 2, "total": 3, "contest_score": pytest.approx(75.0),
                                               "scored": 2, "fi_ratio": pytest.approx(1.25), "fi_compared": 2}
-    assert summary.reference == {"workloads": 3, "cached": 3, "measured": 0, "failed": 0}
+    assert summary.reference == {"workloads": 3, "cached": 3, "measured": 0, "failed": 0,
+                                 "samples": {"min": None, "max": None, "unknown": 3}}  # _ref keeps no count
     theirs = [line.score_share for line in summary.lines if line.algo == "fi-baseline"]
     assert sum(theirs) == pytest.approx(1.0)
 
@@ -98,11 +99,25 @@ def test_the_report_words_both_scores():
            "kernel time / ours)" in text
     assert "FI ratio of fla-recurrent: 1.250 (mean over 2 workloads of fi-baseline's kernel time / ours; a peer " \
            "ratio, not the contest's score)" in text
-    assert "reference: the definition's own, timed as kernel: of 3 workloads, 3 cached; cache: /c.json" in _flat(text)
+    assert "reference: the definition's own, timed as kernel (3 from a cache that did not keep the count): " \
+           "of 3 workloads, 3 cached; cache: /c.json" in _flat(text)
     header = next(line for line in text.splitlines() if line.split()[:2] == ["B", "algorithm"])
     assert header.split()[-8:] == ["ref", "µs", "speedup", "share", "vs", "pt-ref", "vs", "FI"]
     row = next(line for line in text.splitlines() if line.lstrip().startswith("1 fla-recurrent"))
     assert "100.0×" in row and "66.7%" in row
+
+
+def test_the_report_says_how_many_calls_each_reference_time_is_the_median_of():
+    results = _decode(reference={"w1": {**_ref(200.0, "measured"), "samples": 100},
+                                 "w2": {**_ref(1000.0, "measured"), "samples": 3}, "w3": _ref(1000.0)})
+    results.meta |= {"check": {"atol": 0.01, "rtol": 0.01}, "reference": {"mode": "cached", "file": "/c.json"}}
+    summary = summarize(results, DEFINITIONS["decode"])
+    assert summary.reference["samples"] == {"min": 3, "max": 100, "unknown": 1}
+    assert "timed as kernel (each the median of 3–100 calls, fewer where one call is slow; 1 from a cache that " \
+           "did not keep the count): of 3 workloads, 1 cached, 2 measured now" in _flat(_lines(results))
+    for entry in results.reference.values():
+        entry["samples"] = 5
+    assert "timed as kernel (each the median of 5 calls): of 3 workloads" in _flat(_lines(results))
 
 
 def test_no_reference_times_say_not_measured():

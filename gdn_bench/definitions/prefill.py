@@ -93,6 +93,7 @@ def _config(name: str):
 
 SUBMISSION = "triton-chunked"
 LIBRARY = "fla-chunk"  # flash-linear-attention's kernel, what a user would otherwise call
+TOKEN_LOOP = "fla-loop"  # flash-linear-attention's token loop, what a user would call for short sequences
 ALGOS = (
     Algo(SUBMISSION, "the submission: chunked Triton prefill (solution/triton/prefill.py)", NAME, None,
          "solution/triton"),
@@ -103,6 +104,8 @@ ALGOS = (
          min_compute_capability=(9, 0), requires=("flashinfer",)),
     Algo(LIBRARY, "flash-linear-attention chunk_gated_delta_rule, gates fused", NAME, _config(LIBRARY),
          "baselines/prefill/fla_chunk", needs_gpu=True, requires=("fla",), extra="baselines"),
+    Algo(TOKEN_LOOP, "flash-linear-attention fused_recurrent_gated_delta_rule (token loop), gates fused", NAME,
+         _config(TOKEN_LOOP), "baselines/prefill/fla_loop", needs_gpu=True, requires=("fla",), extra="baselines"),
 )
 
 PREFILL = DefinitionSpec(

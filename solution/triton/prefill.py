@@ -51,9 +51,11 @@ Kernels (C = 32):
    span's outputs and, for the last span, new_state. Without spans (short calls, short
    sequences on average, many sequences: _span_plan) it walks the whole sequence.
 The walks (_walk) keep the state in float32 registers and multiply in tf32 (operands rounded
-to nearest first, see _tf32). A call of at most C tokens in a few sequences skips the
-scratch: `_single_block_kernel` does all of it in one launch, one program per (value head,
-V columns, sequence).
+to nearest first, see _tf32).
+
+Short calls (a few hundred tokens at most, or short sequences on average: _walks) skip all
+of that: `_token_walk_kernel` runs the recurrence token by token, as decode does, one program
+per (BV rows of the state, sequence, value head), in one launch.
 
 T = (I + A)^-1 without an unstable series: the 16x16 diagonal blocks A_d of A are nilpotent,
 so T_d = (I + A_d)^-1 = (I - A_d)(I + A_d^2)(I + A_d^4)(I + A_d^8), in exact float32; then
@@ -279,58 +281,6 @@ def _chunk_prep_kernel(
     tl.store(ge_ptr + block_hv * C + i, tl.exp(G_end64.to(tl.float32)))
 
 
-@triton.jit(do_not_specialize=["T", "N"])
-def _single_block_kernel(
-    q_ptr, k_ptr, v_ptr, state_ptr, A_log_ptr, a_ptr, dt_bias_ptr, b_ptr, cu_ptr, out_ptr, new_state_ptr,
-    scale, scale_ptr, T, N,
-    SINGLE: tl.constexpr, HAS_STATE: tl.constexpr, SCALE_FROM_PTR: tl.constexpr, WIDEN_BF16: tl.constexpr,
-    HQ: tl.constexpr, HV: tl.constexpr, D: tl.constexpr, C: tl.constexpr, BT: tl.constexpr, BN: tl.constexpr,
-    BV: tl.constexpr,
-):
-    """A whole call whose T <= C tokens fit one block, in one launch: one program per (value
-    head, BV columns of V, sequence) does the whole block's setup itself (its segments are
-    independent), then for its own sequence's rows Delta = U - W H0, O = Q~ H0 + M Delta and
-    H = exp(G_end) H0 + K~^T Delta (H = S^T). SINGLE: one sequence (cu_seqlens not read)."""
-    head = tl.program_id(0)
-    v_tile = tl.program_id(1)
-    seq = tl.program_id(2)
-    NB: tl.constexpr = C // BT
-    i = tl.arange(0, C)
-    offs_d = tl.arange(0, D)
-    offs_v = v_tile * BV + tl.arange(0, BV)
-    v = tl.load(v_ptr + (i[:, None] * HV + head) * D + offs_v[None, :], mask=i[:, None] < T, other=0.0)
-    s_offs = ((seq * HV + head) * D + offs_v[None, :]) * D + offs_d[:, None]
-    if SINGLE:
-        length = T
-    else:
-        length = tl.load(cu_ptr + seq + 1) - tl.load(cu_ptr + seq)
-    if HAS_STATE:
-        h0 = tl.where(length > 0, tl.load(state_ptr + s_offs), 0.0)  # an empty sequence ends at zero
-    else:
-        h0 = tl.zeros([D, BV], dtype=tl.float32)
-    rows, valid, seg, k, q, beta, G64, G_end64, decay = _block_setup(
-        q_ptr, k_ptr, A_log_ptr, a_ptr, dt_bias_ptr, b_ptr, cu_ptr, 0, head, T, N,
-        SINGLE, WIDEN_BF16, HQ, HV, D, C, BN)
-    mine = valid & (seg == seq)
-    scale = _scale(scale, scale_ptr, SCALE_FROM_PTR, D)
-    G = G64.to(tl.float32)
-    m = _tf32((scale * decay) * tl.dot(q, tl.trans(k)))
-    qt = _tf32(q.to(tl.float32) * (scale * tl.exp(G))[:, None])
-    T_d, N_off = _inverse_parts(k, beta, G64, seg, decay, NB, BT, C, D)
-    k = k.to(tl.float32)
-    w = _tf32(_solve(T_d, N_off, (beta * tl.exp(G))[:, None] * k, NB, BT, C, D))
-    u = _solve(T_d, N_off, beta[:, None] * v.to(tl.float32), NB, BT, C, BV)
-    kt = _tf32(tl.trans(k * tl.exp((G_end64 - G64).to(tl.float32))[:, None]))
-
-    h0_tf32 = _tf32(h0)
-    delta = _tf32(tl.where(mine[:, None], u - tl.dot(w, h0_tf32, input_precision="tf32"), 0.0))
-    o = tl.dot(m, delta, tl.dot(qt, h0_tf32, input_precision="tf32"), input_precision="tf32")
-    tl.store(out_ptr + (i[:, None] * HV + head) * D + offs_v[None, :], o.to(out_ptr.dtype.element_ty),
-             mask=mine[:, None])
-    g_end = tl.max(tl.where(mine, G_end64.to(tl.float32), float("-inf")), axis=0)
-    tl.store(new_state_ptr + s_offs, h0 * tl.exp(g_end) + tl.dot(kt, delta, input_precision="tf32"))
-
-
 @triton.jit
 def _walk(h, v_ptr, out_ptr, tb_ptr, m_ptr, w_ptr, kt_ptr, qt_ptr, ge_ptr, first, count, bos, eos, head, cols, use_v,
           OUTPUT: tl.constexpr, HV: tl.constexpr, D: tl.constexpr, C: tl.constexpr, STAGES: tl.constexpr):
@@ -373,16 +323,71 @@ def _walk(h, v_ptr, out_ptr, tb_ptr, m_ptr, w_ptr, kt_ptr, qt_ptr, ge_ptr, first
 
 
 @triton.jit
-def _sequence_span(cu_ptr, seq, span, T, S, SINGLE: tl.constexpr, C: tl.constexpr):
-    """(bos, eos, first block, blocks in the span, spans of the sequence) for span `span` of
-    sequence `seq`: a sequence's blocks, from the one holding its first token, are cut into
-    spans of S blocks; an empty sequence has no span (its span 0 holds no block)."""
+def _bounds(cu_ptr, seq, T, SINGLE: tl.constexpr):
+    """(bos, eos): sequence seq holds the tokens bos <= t < eos, its cu_seqlens entries clamped
+    so that 0 <= bos <= eos <= T whatever they hold: no kernel reads or writes outside its
+    tensors. For a well-formed cu_seqlens (_cu_seqlens_ok) the clamp changes nothing. SINGLE
+    (one sequence): 0 and T, with no load to wait for (well formed, cu_seqlens is [0, T])."""
     if SINGLE:
         bos = (T * 0).to(tl.int64)
-        eos = (T + bos).to(tl.int64)
+        eos = bos + T
     else:
-        bos = tl.load(cu_ptr + seq)
-        eos = tl.load(cu_ptr + seq + 1)
+        bos = tl.minimum(tl.maximum(tl.load(cu_ptr + seq), 0), T)
+        eos = tl.minimum(tl.maximum(tl.load(cu_ptr + seq + 1), bos), T)
+    return bos, eos
+
+
+@triton.jit
+def _cu_seqlens_load(cu_ptr, N, BN: tl.constexpr):
+    """The loads _cu_seqlens_ok reads (its first BN steps, cu[0] and cu[N]), issued where this is
+    called (a kernel's start) and waited for only where that is called (its end)."""
+    offs = tl.arange(0, BN)
+    return (tl.load(cu_ptr + offs, mask=offs < N, other=0), tl.load(cu_ptr + offs + 1, mask=offs < N, other=0),
+            tl.load(cu_ptr), tl.load(cu_ptr + N))
+
+
+@triton.jit
+def _cu_seqlens_ok(lower, upper, first, last, cu_ptr, N, T, BN: tl.constexpr):
+    """Whether cu_seqlens [N + 1] is well formed: cu[0] = 0, cu[N] = T, nondecreasing; from
+    _cu_seqlens_load's values, and the steps past the first BN. Every kernel that writes
+    outputs asks, and if not, writes NaN everywhere it could have written (see kernel())."""
+    lowest = tl.min(upper - lower, axis=0)
+    offs = tl.arange(0, BN)
+    for start in range(BN, N, BN):
+        inside = start + offs < N
+        steps = (tl.load(cu_ptr + start + offs + 1, mask=inside, other=0)
+                 - tl.load(cu_ptr + start + offs, mask=inside, other=0))
+        lowest = tl.minimum(lowest, tl.min(steps, axis=0))
+    return (first == 0) & (last == T) & (lowest >= 0)
+
+
+@triton.jit
+def _mark_rows(out_ptr, lo, hi, head, cols, HV: tl.constexpr, D: tl.constexpr):
+    """NaN into the output rows lo <= t < hi, value head `head`, columns `cols`. With a
+    malformed cu_seqlens, a program marks the rows it wrote itself (after writing them, so its
+    NaN comes last) and, as program p of P (by position in the grid, not by cu_seqlens), the
+    rows of the p-th of P even parts of the T tokens (_even_part), so that every row ends NaN
+    per (head, columns) whatever cu_seqlens holds and whichever program writes first."""
+    nan = tl.where(cols >= 0, float("nan"), 0.0).to(out_ptr.dtype.element_ty)
+    for t in range(lo, hi):
+        tl.store(out_ptr + (t * HV + head) * D + cols, nan)
+
+
+@triton.jit
+def _even_part(p, P, T):
+    """(lo, hi): the p-th of P parts of 0..T-1, the first T % P one token longer."""
+    size = T // P
+    longer = T % P
+    lo = (p * size + tl.minimum(p, longer)).to(tl.int64)
+    return lo, lo + size + (p < longer)
+
+
+@triton.jit
+def _sequence_span(cu_ptr, seq, span, T, S, SINGLE: tl.constexpr, C: tl.constexpr):
+    """(bos, eos, first block, blocks in the span, spans of the sequence) for span `span` of
+    sequence `seq` (_bounds): a sequence's blocks, from the one holding its first token, are
+    cut into spans of S blocks; an empty sequence has no span (its span 0 holds no block)."""
+    bos, eos = _bounds(cu_ptr, seq, T, SINGLE)
     first = bos // C
     blocks = tl.where(eos > bos, (eos - 1) // C - first + 1, 0)
     spans = (blocks + S - 1) // S
@@ -466,16 +471,17 @@ def _span_fixup_kernel(
             tl.store(enter_ptr + (slot + HV) * (D * D) + cols[None, :] * D + offs_d[:, None], h)
 
 
-@triton.jit(do_not_specialize=["T", "J", "S"])
+@triton.jit(do_not_specialize=["T", "N", "J", "S"])
 def _span_pass_kernel(
-    state_ptr, cu_ptr, v_ptr, tb_ptr, m_ptr, w_ptr, kt_ptr, qt_ptr, ge_ptr, enter_ptr, out_ptr, new_state_ptr, T, J, S,
-    SINGLE: tl.constexpr, HAS_STATE: tl.constexpr, HV: tl.constexpr, D: tl.constexpr,
-    C: tl.constexpr, BV: tl.constexpr, STAGES: tl.constexpr,
+    state_ptr, cu_ptr, v_ptr, tb_ptr, m_ptr, w_ptr, kt_ptr, qt_ptr, ge_ptr, enter_ptr, out_ptr, new_state_ptr, T, N, J,
+    S, SINGLE: tl.constexpr, HAS_STATE: tl.constexpr, HV: tl.constexpr, D: tl.constexpr, C: tl.constexpr,
+    BV: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr,
 ):
     """One (sequence, span, value head, BV columns of V): the span's outputs by _walk, from the
     sequence's state (span 0) or the state the fix-up found entering the span; the last span
     writes new_state (an empty sequence's span 0: zero). With J = 1 every sequence is one span
-    and this is the whole state pass."""
+    and this is the whole state pass. A malformed cu_seqlens: NaN in new_state, in the rows
+    the program wrote and in those of the piece's even part (_mark_rows)."""
     pid = tl.program_id(0)
     NV: tl.constexpr = D // BV
     v_tile = pid % NV
@@ -483,10 +489,11 @@ def _span_pass_kernel(
     piece = pid // (NV * HV)
     seq = piece // J
     span = piece % J
+    lower, upper, cu_first, cu_last = _cu_seqlens_load(cu_ptr, N, BN)
     bos, eos, first, count, spans = _sequence_span(cu_ptr, seq, span, T, S, SINGLE, C)
+    cols = v_tile * BV + tl.arange(0, BV)
     if span < tl.maximum(spans, 1):
         offs_d = tl.arange(0, D)
-        cols = v_tile * BV + tl.arange(0, BV)
         s_offs = ((seq * HV + head) * D + cols[None, :]).to(tl.int64) * D + offs_d[:, None]
         if span == 0:
             h = _load_start_state(state_ptr, s_offs, bos, eos, HAS_STATE, D, BV)
@@ -496,8 +503,104 @@ def _span_pass_kernel(
         h = _walk(h, v_ptr, out_ptr, tb_ptr, m_ptr, w_ptr, kt_ptr, qt_ptr, ge_ptr, first, count, bos, eos, head, cols,
                   cols < D, True, HV, D, C, STAGES)
         if span >= spans - 1:
-            tl.store(new_state_ptr + s_offs, h)
+            ok = _cu_seqlens_ok(lower, upper, cu_first, cu_last, cu_ptr, N, T, BN)
+            tl.store(new_state_ptr + s_offs, tl.where(ok, h, float("nan")))
+    if not _cu_seqlens_ok(lower, upper, cu_first, cu_last, cu_ptr, N, T, BN):
+        _mark_rows(out_ptr, tl.maximum(bos, first * C), tl.minimum(eos, (first + count) * C), head, cols, HV, D)
+        lo, hi = _even_part(piece, N * J, T)
+        _mark_rows(out_ptr, lo, hi, head, cols, HV, D)
 
+
+@triton.jit
+def _token_tile(q_ptr, k_ptr, v_ptr, a_ptr, b_ptr, start, limit, head, offs_k, cols,
+                HQ: tl.constexpr, HV: tl.constexpr, D: tl.constexpr, CT: tl.constexpr):
+    """The CT tokens start <= t < start + CT, as tiles: q and k [CT, D] (bf16), v's columns
+    `cols` [CT, BV] (bf16), a and b [CT] (float32), of value head `head`; zeros where t >= limit."""
+    rows = start + tl.arange(0, CT)
+    here = rows < limit
+    qk = (rows[:, None] * HQ + head // (HV // HQ)) * D + offs_k[None, :]
+    q = tl.load(q_ptr + qk, mask=here[:, None], other=0.0)
+    k = tl.load(k_ptr + qk, mask=here[:, None], other=0.0)
+    v = tl.load(v_ptr + (rows[:, None] * HV + head) * D + cols[None, :], mask=here[:, None], other=0.0)
+    a = tl.load(a_ptr + rows * HV + head, mask=here, other=0.0).to(tl.float32)
+    b = tl.load(b_ptr + rows * HV + head, mask=here, other=0.0).to(tl.float32)
+    return q, k, v, a, b
+
+
+@triton.jit
+def _row(tile, j, CT: tl.constexpr):
+    """Row j of a [CT, W] tile, as float32."""
+    return tl.sum(tl.where(tl.arange(0, CT)[:, None] == j, tile.to(tl.float32), 0.0), axis=0)
+
+
+@triton.jit
+def _element(vector, j, CT: tl.constexpr):
+    """Element j of a [CT] vector."""
+    return tl.sum(tl.where(tl.arange(0, CT) == j, vector, 0.0), axis=0)
+
+
+@triton.jit(do_not_specialize=["T", "N"])
+def _token_walk_kernel(
+    q_ptr, k_ptr, v_ptr, state_ptr, A_log_ptr, a_ptr, dt_bias_ptr, b_ptr, cu_ptr, out_ptr, new_state_ptr,
+    scale, scale_ptr, T, N,
+    HAS_STATE: tl.constexpr, SCALE_FROM_PTR: tl.constexpr, HQ: tl.constexpr, HV: tl.constexpr, D: tl.constexpr,
+    BV: tl.constexpr, BN: tl.constexpr, CT: tl.constexpr,
+):
+    """One (BV rows of S, sequence and value head): the recurrence token by token, as decode
+    does it, with the S rows in float32 registers (S = state, K last):
+
+        g = exp(-exp(A_log) softplus(a_t + dt_bias)),  beta = sigmoid(b_t)
+        delta = beta (v_t - g S k_t),  out_t = scale (g S q_t + (k_t . q_t) delta)
+        S = g S + outer(delta, k_t)
+
+    The tokens' inputs are loaded CT at a time (the next tile while this one is walked), so
+    that a load's latency is paid once per tile, and the steps of a tile are unrolled, so that
+    each token's gates and rows are ready before the state gets to it: what is left per token
+    is its dependent chain. The first tile's loads go out before the bounds are known, at the
+    token where an even split of T would put the sequence (_even_part), and are made again
+    only if the sequence starts elsewhere. A malformed cu_seqlens: NaN in new_state, in the
+    rows the program wrote and in those of its even part (_mark_rows)."""
+    v_tile = tl.program_id(0)
+    seq = tl.program_id(1) // HV
+    head = tl.program_id(1) % HV
+    offs_k = tl.arange(0, D)
+    cols = v_tile * BV + tl.arange(0, BV)
+    guess, guess_end = _even_part(seq, N, T)
+    q, k, v, a, b = _token_tile(q_ptr, k_ptr, v_ptr, a_ptr, b_ptr, guess, T, head, offs_k, cols, HQ, HV, D, CT)
+    bos, eos = _bounds(cu_ptr, seq, T, False)
+    lower, upper, cu_first, cu_last = _cu_seqlens_load(cu_ptr, N, BN)
+    s_offs = ((seq * HV + head) * D + cols[:, None]).to(tl.int64) * D + offs_k[None, :]
+    if HAS_STATE:
+        s = tl.load(state_ptr + s_offs)
+    else:
+        s = tl.zeros([BV, D], dtype=tl.float32)
+    rate = -tl.exp(tl.load(A_log_ptr + head))
+    dt_bias = tl.load(dt_bias_ptr + head)
+    scale = _scale(scale, scale_ptr, SCALE_FROM_PTR, D)
+    if bos != guess:
+        q, k, v, a, b = _token_tile(q_ptr, k_ptr, v_ptr, a_ptr, b_ptr, bos, eos, head, offs_k, cols, HQ, HV, D, CT)
+    for start in range(bos, eos, CT):
+        q_c, k_c, v_c, a_c, b_c = q, k, v, a, b
+        q, k, v, a, b = _token_tile(q_ptr, k_ptr, v_ptr, a_ptr, b_ptr, start + CT, eos, head, offs_k, cols,
+                                    HQ, HV, D, CT)
+        g = tl.exp(rate * _softplus(a_c + dt_bias))
+        beta = 1.0 / (1.0 + tl.exp(-b_c))
+        qk = tl.sum(q_c.to(tl.float32) * k_c.to(tl.float32), axis=1)
+        for j in tl.static_range(CT):
+            if start + j < eos:
+                k_t = _row(k_c, j, CT)
+                q_t = _row(q_c, j, CT)
+                g_t = _element(g, j, CT)
+                delta = _element(beta, j, CT) * (_row(v_c, j, CT) - g_t * tl.sum(s * k_t[None, :], axis=1))
+                o = scale * (g_t * tl.sum(s * q_t[None, :], axis=1) + _element(qk, j, CT) * delta)
+                tl.store(out_ptr + ((start + j) * HV + head) * D + cols, o.to(out_ptr.dtype.element_ty))
+                s = g_t * s + delta[:, None] * k_t[None, :]
+    ok = _cu_seqlens_ok(lower, upper, cu_first, cu_last, cu_ptr, N, T, BN)
+    s = tl.where(eos > bos, s, 0.0)  # an empty sequence ends at zero
+    tl.store(new_state_ptr + s_offs, tl.where(ok, s, float("nan")))
+    if not ok:
+        _mark_rows(out_ptr, bos, eos, head, cols, HV, D)
+        _mark_rows(out_ptr, guess, guess_end, head, cols, HV, D)
 
 # --- Host side: checks, scale, scratch, launches ---------------------------------------------
 # The evaluator times a call from its first GPU activity to its last, so host work before
@@ -510,10 +613,12 @@ _ARG_NAMES = ("q", "k", "v", "state", "A_log", "a", "dt_bias", "b", "cu_seqlens"
 _SEQ_BLOCK = 64  # sequence ends compared per step when locating a token's sequence
 CHUNK = 32  # tokens per block (C)
 PREP_WARPS = 4
-# A call of T <= CHUNK tokens in at most this many sequences runs as one kernel
-# (`_single_block_kernel`; 0 turns it off).
-SINGLE_BLOCK_MAX_SEQS = 4
-SINGLE_BLOCK_WARPS = 4
+# Short calls walk the tokens (_token_walk_kernel, one launch, no scratch): calls of at most
+# WALK_MAX_TOKENS tokens, and calls whose sequences hold at most WALK_MAX_MEAN_LENGTH tokens on
+# average (where the chunked path's per-sequence work dominates). Chosen from H100/H200 sweeps
+# (docs/perf.md, prefill item 17).
+WALK_MAX_TOKENS = 64
+WALK_MAX_MEAN_LENGTH = 4
 
 
 class Launch(NamedTuple):
@@ -543,6 +648,25 @@ PASS_TABLE = (
 )
 SUMMARY_LAUNCH = Launch(block_v=64, warps=4, stages=2)
 FIXUP_LAUNCH = Launch(block_v=16, warps=8, stages=3)
+
+
+class WalkLaunch(NamedTuple):
+    """How the token walk runs: BV rows of the state per program, warps, tokens per tile."""
+    block_v: int
+    warps: int
+    tile: int
+
+
+# The token walk by the call's mean sequence length and its number of (sequence, value head)
+# pairs: (largest mean length, largest pair count, WalkLaunch), the first row that fits.
+# One-token sequences: no tiles, and decode's tiles at large batch; longer ones: tiles of
+# tokens, narrow state tiles for one sequence (more programs, a shorter chain per token).
+WALK_TABLE = (
+    (1, 32, WalkLaunch(block_v=2, warps=1, tile=1)),
+    (1, 1 << 62, WalkLaunch(block_v=16, warps=1, tile=1)),
+    (1 << 62, 8, WalkLaunch(block_v=2, warps=1, tile=8)),
+    (1 << 62, 1 << 62, WalkLaunch(block_v=4, warps=1, tile=4)),
+)
 
 
 def _state_warps(warps, device):
@@ -577,12 +701,15 @@ def _span_plan(total, num_seqs):
     return span, triton.cdiv(blocks, span)
 
 
-def _single_block_config(num_seqs, device):
-    """(BV, warps) of the one-kernel path: BV 16 for one sequence, 32 for several (fewer
-    programs, each repeating the block's setup), 16 where the state kernels run with fewer
-    warps (sm_100, see _state_warps)."""
-    warps = _state_warps(SINGLE_BLOCK_WARPS, device)
-    return (16 if num_seqs == 1 or warps < SINGLE_BLOCK_WARPS else 32), warps
+def _walks(total, num_seqs):
+    """Whether a call of T tokens in N sequences walks its tokens (see WALK_MAX_TOKENS)."""
+    return total <= WALK_MAX_TOKENS or total <= WALK_MAX_MEAN_LENGTH * num_seqs
+
+
+def _walk_launch(total, num_seqs):
+    """The token walk's WalkLaunch for T tokens in N sequences (WALK_TABLE)."""
+    mean, pairs = triton.cdiv(total, num_seqs), num_seqs * NUM_V_HEADS
+    return next(launch for longest, most, launch in WALK_TABLE if mean <= longest and pairs <= most)
 
 
 def _expected(total, num_seqs):
@@ -728,34 +855,54 @@ _launch_prep = _Launcher(_chunk_prep_kernel)
 _launch_summary = _Launcher(_span_summary_kernel)
 _launch_fixup = _Launcher(_span_fixup_kernel)
 _launch_pass = _Launcher(_span_pass_kernel)
-_launch_single = _Launcher(_single_block_kernel)
+_launch_walk = _Launcher(_token_walk_kernel)
+
+
+def check_cu_seqlens(cu_seqlens, total_seq_len):
+    """Raise ValueError naming the first bad entry of cu_seqlens unless it starts at 0, never
+    decreases and ends at total_seq_len (T). Reads the values on the host: a synchronization
+    when they are on a GPU, so kernel() does not call it (see there)."""
+    if not isinstance(cu_seqlens, torch.Tensor) or cu_seqlens.dim() != 1 or cu_seqlens.numel() == 0:
+        raise ValueError("cu_seqlens: expected a 1-D tensor [N + 1]")
+    ends = cu_seqlens.tolist()
+    if ends[0] != 0:
+        raise ValueError(f"cu_seqlens[0]: expected 0, got {ends[0]}")
+    for n in range(1, len(ends)):
+        if ends[n] < ends[n - 1]:
+            raise ValueError(f"cu_seqlens[{n}]: expected at least cu_seqlens[{n - 1}] = {ends[n - 1]} "
+                             f"(nondecreasing), got {ends[n]}")
+    if ends[-1] != total_seq_len:
+        raise ValueError(f"cu_seqlens[{len(ends) - 1}]: expected total_seq_len = {total_seq_len}, got {ends[-1]}")
 
 
 def kernel(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_state):
     """DPS entry point: writes `output` [T,8,128] bf16 and `new_state` [N,8,128,128] f32.
 
-    One to four kernel launches, no host synchronization. cu_seqlens must be nondecreasing
-    from 0 to T (its values are read on the device only, so they are not checked here).
-    Raises ValueError naming the first bad argument.
+    One to four kernel launches, no host synchronization. Raises ValueError naming the first
+    bad argument. cu_seqlens must be nondecreasing from 0 to T; its values are read on the
+    device only (reading them here would stall the call), so a malformed one raises nothing:
+    the kernels see it and write NaN into every element of output and new_state, reading and
+    writing nothing outside the tensors. (Which sequences the caller meant cannot be told
+    then: a decrease makes sequences overlap, ends that do not add up to T leave rows to no
+    sequence.) Callers that can afford a synchronization check first: check_cu_seqlens.
     """
     tensors = (q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, output, new_state)
     total, num_seqs, device = _check(tensors)
     scale_value, scale_tensor = _resolve_scale(scale, device)
     if num_seqs == 0:
         return
-    single = num_seqs == 1
     scale_ptr = A_log if scale_tensor is None else scale_tensor  # unused unless read in-kernel
     state_in = state if state is not None else new_state  # unused without a state
     shapes = dict(HV=NUM_V_HEADS, D=HEAD_SIZE, C=CHUNK)
-    if total <= CHUNK and num_seqs <= SINGLE_BLOCK_MAX_SEQS:
-        block_v, warps = _single_block_config(num_seqs, device)
-        _launch_single.prepare(
-            (NUM_V_HEADS, HEAD_SIZE // block_v, num_seqs),
+    if _walks(total, num_seqs):
+        launch = _walk_launch(total, num_seqs)
+        _launch_walk.prepare(
+            (HEAD_SIZE // launch.block_v, num_seqs * NUM_V_HEADS, 1),
             (q, k, v, state_in, A_log, a, dt_bias, b, cu_seqlens, output, new_state, scale_value, scale_ptr, total,
              num_seqs),
-            dict(SINGLE=single, HAS_STATE=state is not None, SCALE_FROM_PTR=scale_tensor is not None,
-                 WIDEN_BF16=_INTERPRETED, HQ=NUM_Q_HEADS, **shapes, BT=SUB, BN=_SEQ_BLOCK, BV=block_v),
-            warps, device)()
+            dict(HAS_STATE=state is not None, SCALE_FROM_PTR=scale_tensor is not None, HQ=NUM_Q_HEADS,
+                 HV=NUM_V_HEADS, D=HEAD_SIZE, BV=launch.block_v, BN=_SEQ_BLOCK, CT=launch.tile),
+            launch.warps, device)()
         return
     hv, d, chunk = NUM_V_HEADS, HEAD_SIZE, CHUNK
     blocks = triton.cdiv(total, chunk)
@@ -770,15 +917,13 @@ def kernel(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_
     sums, enter = scratch[6:] if spans > 1 else (tb, tb)  # unused without spans
     # The prep's element offsets in int32 when every one fits (the usual case), else in int64.
     idx = tl.int32 if max(blocks * hv * chunk * d, total * hv * d) < 2**31 else tl.int64
-    walk = dict(SINGLE=single, HAS_STATE=state is not None, **shapes)
-    launches = []  # every launch prepared before the first goes out
-    if total > 0:
-        launches.append(_launch_prep.prepare(
-            (blocks, hv, 1),
-            (q, k, A_log, a, dt_bias, b, cu_seqlens, tb, m, w, kt, qt, g_end, scale_value, scale_ptr, total, num_seqs),
-            dict(SINGLE=single, SCALE_FROM_PTR=scale_tensor is not None, WIDEN_BF16=_INTERPRETED, IDX=idx,
-                 HQ=NUM_Q_HEADS, **shapes, BT=SUB, BN=_SEQ_BLOCK),
-            PREP_WARPS, device))
+    walk = dict(SINGLE=num_seqs == 1, HAS_STATE=state is not None, **shapes)
+    launches = [_launch_prep.prepare(  # every launch prepared before the first goes out
+        (blocks, hv, 1),
+        (q, k, A_log, a, dt_bias, b, cu_seqlens, tb, m, w, kt, qt, g_end, scale_value, scale_ptr, total, num_seqs),
+        dict(SINGLE=num_seqs == 1, SCALE_FROM_PTR=scale_tensor is not None, WIDEN_BF16=_INTERPRETED, IDX=idx,
+             HQ=NUM_Q_HEADS, **shapes, BT=SUB, BN=_SEQ_BLOCK),
+        PREP_WARPS, device)]
     if spans > 1:
         summary, fixup = _on_device(SUMMARY_LAUNCH, device), _on_device(FIXUP_LAUNCH, device)
         launches.append(_launch_summary.prepare(
@@ -787,11 +932,12 @@ def kernel(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_
             dict(walk, BV=summary.block_v, STAGES=summary.stages), summary.warps, device))
         launches.append(_launch_fixup.prepare(
             (d // fixup.block_v, hv, num_seqs), (cu_seqlens, sums, enter, total, spans, span_blocks),
-            dict(SINGLE=single, **shapes, BV=fixup.block_v, STAGES=fixup.stages), fixup.warps, device))
+            dict(SINGLE=num_seqs == 1, **shapes, BV=fixup.block_v, STAGES=fixup.stages), fixup.warps, device))
     pass_launch = _pass_launch(num_seqs * spans, device)
     launches.append(_launch_pass.prepare(
         (num_seqs * spans * hv * (d // pass_launch.block_v), 1, 1),
-        (state_in, cu_seqlens, v, tb, m, w, kt, qt, g_end, enter, output, new_state, total, spans, span_blocks),
-        dict(walk, BV=pass_launch.block_v, STAGES=pass_launch.stages), pass_launch.warps, device))
+        (state_in, cu_seqlens, v, tb, m, w, kt, qt, g_end, enter, output, new_state, total, num_seqs, spans,
+         span_blocks),
+        dict(walk, BV=pass_launch.block_v, BN=_SEQ_BLOCK, STAGES=pass_launch.stages), pass_launch.warps, device))
     for launch in launches:
         launch()

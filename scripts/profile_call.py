@@ -1,6 +1,6 @@
 """See inside one call of a GDN algorithm on the GPU: a per-kernel breakdown, Nsight Compute
 metrics or a Proton line profile. The command line is gdn_bench.profiling's:
-python scripts/profile.py --help."""
+python scripts/profile_call.py --help."""
 
 from pathlib import Path
 
