@@ -11,8 +11,8 @@ import torch
 
 from gdn_bench.definitions.decode.definition import DECODE
 from gdn_bench.definitions.decode.reference import gdn_decode
-from gdn_bench.definitions.prefill import PREFILL
-from gdn_bench.prefill_mix import model_like_inputs
+from gdn_bench.definitions.prefill.definition import PREFILL
+from gdn_bench.definitions.prefill.mix import model_like_inputs
 from gdn_bench.shapes import HEAD_SIZE, NUM_Q_HEADS, NUM_V_HEADS, output_scale
 from gdn_bench.signature import dps_arguments, tensor_inputs
 

@@ -18,9 +18,9 @@ import triton.language as tl
 
 from gdn_bench.algos import load_module
 from gdn_bench.checking import worst_margin
-from gdn_bench.definitions.prefill import PREFILL
-from gdn_bench.prefill_mix import cu_seqlens_of
-from gdn_bench.reference_prefill import gdn_prefill
+from gdn_bench.definitions.prefill.definition import PREFILL
+from gdn_bench.definitions.prefill.mix import cu_seqlens_of
+from gdn_bench.definitions.prefill.reference import gdn_prefill
 from gdn_bench.shapes import HEAD_SIZE as D
 from gdn_bench.shapes import NUM_Q_HEADS as HQ
 from gdn_bench.shapes import NUM_V_HEADS as HV
