@@ -243,8 +243,8 @@ def _solve(T_d, N_off, x, NB: tl.constexpr, BT: tl.constexpr, C: tl.constexpr, W
 
 @triton.jit(do_not_specialize=["T", "N"])
 def _chunk_prep_kernel(
-    q_ptr, k_ptr, A_log_ptr, a_ptr, dt_bias_ptr, b_ptr, cu_ptr, tb_ptr, m_ptr, w_ptr, kt_ptr, qt_ptr, ge_ptr, scale,
-    scale_ptr, T, N,
+    q_ptr, k_ptr, A_log_ptr, a_ptr, dt_bias_ptr, b_ptr, cu_ptr, tb_ptr, m_ptr, w_ptr, kt_ptr, qt_ptr, ge_ptr, flag_ptr,
+    out_ptr, scale, scale_ptr, T, N,
     SINGLE: tl.constexpr, SCALE_FROM_PTR: tl.constexpr, WIDEN_BF16: tl.constexpr, IDX: tl.constexpr,
     HQ: tl.constexpr, HV: tl.constexpr, D: tl.constexpr, C: tl.constexpr, BT: tl.constexpr, BN: tl.constexpr,
 ):
@@ -255,9 +255,12 @@ def _chunk_prep_kernel(
     (all rounded to tf32: they are only operands of tf32 products), and e^G_end (G_end: G at
     the last token of each row's segment). SINGLE: one sequence (no search). WIDEN_BF16: take
     the bf16 products in float32 (Triton's interpreter computes bf16 tl.dot wrongly); they are
-    exact either way."""
+    exact either way. Also checks cu_seqlens (_cu_seqlens_ok): program (0, 0) writes the flag
+    the walks add to every starting state, 0 or, for a malformed one, NaN; and then every
+    program writes NaN into its block's output rows (those no sequence would write)."""
     block = tl.program_id(0)
     head = tl.program_id(1)
+    lower, upper, cu_first, cu_last = _cu_seqlens_load(cu_ptr, N, BN)
     NB: tl.constexpr = C // BT
     i = tl.arange(0, C)
     rows, valid, seg, k, q, beta, G64, G_end64, decay = _block_setup(
@@ -279,6 +282,11 @@ def _chunk_prep_kernel(
     tl.store(kt_ptr + tile + offs_d[:, None] * C + i[None, :],
              _tf32(tl.trans(k.to(tl.float32) * tl.exp((G_end64 - G64).to(tl.float32))[:, None])))
     tl.store(ge_ptr + block_hv * C + i, tl.exp(G_end64.to(tl.float32)))
+    ok = _cu_seqlens_ok(lower, upper, cu_first, cu_last, cu_ptr, N, T, BN)
+    if (block == 0) & (head == 0):
+        tl.store(flag_ptr, tl.where(ok, 0.0, float("nan")))
+    if not ok:
+        _mark_rows(out_ptr, block.to(tl.int64) * C, tl.minimum(block.to(tl.int64) * C + C, T), head, offs_d, HV, D)
 
 
 @triton.jit
@@ -363,11 +371,11 @@ def _cu_seqlens_ok(lower, upper, first, last, cu_ptr, N, T, BN: tl.constexpr):
 
 @triton.jit
 def _mark_rows(out_ptr, lo, hi, head, cols, HV: tl.constexpr, D: tl.constexpr):
-    """NaN into the output rows lo <= t < hi, value head `head`, columns `cols`. With a
-    malformed cu_seqlens, a program marks the rows it wrote itself (after writing them, so its
-    NaN comes last) and, as program p of P (by position in the grid, not by cu_seqlens), the
-    rows of the p-th of P even parts of the T tokens (_even_part), so that every row ends NaN
-    per (head, columns) whatever cu_seqlens holds and whichever program writes first."""
+    """NaN into the output rows lo <= t < hi, value head `head`, columns `cols`: how the
+    kernels mark the rows no sequence of a malformed cu_seqlens would write (see kernel()).
+    The token walk marks the rows it wrote (after writing them, so its NaN comes last) and,
+    as program p of P by grid position, the p-th of P even parts of the T tokens
+    (_even_part); the prep marks its block's rows before the walks write any."""
     nan = tl.where(cols >= 0, float("nan"), 0.0).to(out_ptr.dtype.element_ty)
     for t in range(lo, hi):
         tl.store(out_ptr + (t * HV + head) * D + cols, nan)
@@ -396,19 +404,21 @@ def _sequence_span(cu_ptr, seq, span, T, S, SINGLE: tl.constexpr, C: tl.constexp
 
 
 @triton.jit
-def _load_start_state(state_ptr, s_offs, bos, eos, HAS_STATE: tl.constexpr, D: tl.constexpr, BV: tl.constexpr):
+def _load_start_state(state_ptr, s_offs, bos, eos, flag_ptr, HAS_STATE: tl.constexpr, D: tl.constexpr,
+                      BV: tl.constexpr):
     """A sequence's initial H columns: its state (transposed view), or zero without one or
-    for an empty sequence (which must end at zero)."""
+    for an empty sequence (which must end at zero); plus the prep's flag (0, or NaN for a
+    malformed cu_seqlens: then every state and output the walks make from it is NaN)."""
     if HAS_STATE:
         h = tl.load(state_ptr + s_offs)
     else:
         h = tl.zeros([D, BV], dtype=tl.float32)
-    return tl.where(eos > bos, h, 0.0)
+    return tl.where(eos > bos, h, 0.0) + tl.load(flag_ptr)
 
 
 @triton.jit(do_not_specialize=["T", "J", "S"])
 def _span_summary_kernel(
-    state_ptr, cu_ptr, v_ptr, tb_ptr, w_ptr, kt_ptr, ge_ptr, sum_ptr, T, J, S,
+    state_ptr, cu_ptr, v_ptr, tb_ptr, w_ptr, kt_ptr, ge_ptr, flag_ptr, sum_ptr, T, J, S,
     SINGLE: tl.constexpr, HAS_STATE: tl.constexpr, HV: tl.constexpr, D: tl.constexpr,
     C: tl.constexpr, BV: tl.constexpr, STAGES: tl.constexpr,
 ):
@@ -432,7 +442,7 @@ def _span_summary_kernel(
         use_v = cols < is_v.to(tl.int32) * D  # all of them for N's columns, none for P's
         if span == 0:
             h = _load_start_state(state_ptr, ((seq * HV + head) * D + cols[None, :]).to(tl.int64) * D + offs_d[:, None],
-                                  bos, eos, HAS_STATE, D, BV)
+                                  bos, eos, flag_ptr, HAS_STATE, D, BV)
         else:
             h = tl.where((offs_d[:, None] == cols[None, :]) & (tile >= NV), 1.0, 0.0)
         h = _walk(h, v_ptr, v_ptr, tb_ptr, tb_ptr, w_ptr, kt_ptr, kt_ptr, ge_ptr, first, count, bos, eos, head, cols,
@@ -471,17 +481,17 @@ def _span_fixup_kernel(
             tl.store(enter_ptr + (slot + HV) * (D * D) + cols[None, :] * D + offs_d[:, None], h)
 
 
-@triton.jit(do_not_specialize=["T", "N", "J", "S"])
+@triton.jit(do_not_specialize=["T", "J", "S"])
 def _span_pass_kernel(
-    state_ptr, cu_ptr, v_ptr, tb_ptr, m_ptr, w_ptr, kt_ptr, qt_ptr, ge_ptr, enter_ptr, out_ptr, new_state_ptr, T, N, J,
-    S, SINGLE: tl.constexpr, HAS_STATE: tl.constexpr, HV: tl.constexpr, D: tl.constexpr, C: tl.constexpr,
-    BV: tl.constexpr, BN: tl.constexpr, STAGES: tl.constexpr,
+    state_ptr, cu_ptr, v_ptr, tb_ptr, m_ptr, w_ptr, kt_ptr, qt_ptr, ge_ptr, flag_ptr, enter_ptr, out_ptr, new_state_ptr,
+    T, J, S, SINGLE: tl.constexpr, HAS_STATE: tl.constexpr, HV: tl.constexpr, D: tl.constexpr, C: tl.constexpr,
+    BV: tl.constexpr, STAGES: tl.constexpr,
 ):
     """One (sequence, span, value head, BV columns of V): the span's outputs by _walk, from the
     sequence's state (span 0) or the state the fix-up found entering the span; the last span
     writes new_state (an empty sequence's span 0: zero). With J = 1 every sequence is one span
-    and this is the whole state pass. A malformed cu_seqlens: NaN in new_state, in the rows
-    the program wrote and in those of the piece's even part (_mark_rows)."""
+    and this is the whole state pass. A malformed cu_seqlens: the prep's flag makes every state
+    NaN (_load_start_state), so every output and new_state this writes is NaN."""
     pid = tl.program_id(0)
     NV: tl.constexpr = D // BV
     v_tile = pid % NV
@@ -489,26 +499,20 @@ def _span_pass_kernel(
     piece = pid // (NV * HV)
     seq = piece // J
     span = piece % J
-    lower, upper, cu_first, cu_last = _cu_seqlens_load(cu_ptr, N, BN)
     bos, eos, first, count, spans = _sequence_span(cu_ptr, seq, span, T, S, SINGLE, C)
-    cols = v_tile * BV + tl.arange(0, BV)
     if span < tl.maximum(spans, 1):
         offs_d = tl.arange(0, D)
+        cols = v_tile * BV + tl.arange(0, BV)
         s_offs = ((seq * HV + head) * D + cols[None, :]).to(tl.int64) * D + offs_d[:, None]
         if span == 0:
-            h = _load_start_state(state_ptr, s_offs, bos, eos, HAS_STATE, D, BV)
+            h = _load_start_state(state_ptr, s_offs, bos, eos, flag_ptr, HAS_STATE, D, BV)
         else:
             slot = ((seq * J + span) * HV + head).to(tl.int64) * (D * D)
             h = tl.load(enter_ptr + slot + cols[None, :] * D + offs_d[:, None])
         h = _walk(h, v_ptr, out_ptr, tb_ptr, m_ptr, w_ptr, kt_ptr, qt_ptr, ge_ptr, first, count, bos, eos, head, cols,
                   cols < D, True, HV, D, C, STAGES)
         if span >= spans - 1:
-            ok = _cu_seqlens_ok(lower, upper, cu_first, cu_last, cu_ptr, N, T, BN)
-            tl.store(new_state_ptr + s_offs, tl.where(ok, h, float("nan")))
-    if not _cu_seqlens_ok(lower, upper, cu_first, cu_last, cu_ptr, N, T, BN):
-        _mark_rows(out_ptr, tl.maximum(bos, first * C), tl.minimum(eos, (first + count) * C), head, cols, HV, D)
-        lo, hi = _even_part(piece, N * J, T)
-        _mark_rows(out_ptr, lo, hi, head, cols, HV, D)
+            tl.store(new_state_ptr + s_offs, h)
 
 
 @triton.jit
@@ -909,18 +913,20 @@ def kernel(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_
     span_blocks, spans = _span_plan(total, num_seqs)
     # Scratch: Tb and M [blocks, HV, C, C], W, K~^T and Q~ [blocks, HV, C * D], G_end [blocks, HV, C];
     # with spans, each (sequence, span)'s map [N * J, HV, D, 2D] and entering state [N * J, HV, D, D].
-    sizes = [blocks * hv * chunk * chunk] * 2 + [blocks * hv * chunk * d] * 3 + [blocks * hv * chunk]
+    # and the prep's flag (4 elements: every slot stays 16-byte aligned).
+    sizes = [blocks * hv * chunk * chunk] * 2 + [blocks * hv * chunk * d] * 3 + [blocks * hv * chunk, 4]
     if spans > 1:
         sizes += [num_seqs * spans * hv * 2 * d * d, num_seqs * spans * hv * d * d]
     scratch = torch.split(torch.empty(sum(sizes), dtype=torch.float32, device=device), sizes)
-    tb, m, w, kt, qt, g_end = scratch[:6]
-    sums, enter = scratch[6:] if spans > 1 else (tb, tb)  # unused without spans
+    tb, m, w, kt, qt, g_end, flag = scratch[:7]
+    sums, enter = scratch[7:] if spans > 1 else (tb, tb)  # unused without spans
     # The prep's element offsets in int32 when every one fits (the usual case), else in int64.
     idx = tl.int32 if max(blocks * hv * chunk * d, total * hv * d) < 2**31 else tl.int64
     walk = dict(SINGLE=num_seqs == 1, HAS_STATE=state is not None, **shapes)
     launches = [_launch_prep.prepare(  # every launch prepared before the first goes out
         (blocks, hv, 1),
-        (q, k, A_log, a, dt_bias, b, cu_seqlens, tb, m, w, kt, qt, g_end, scale_value, scale_ptr, total, num_seqs),
+        (q, k, A_log, a, dt_bias, b, cu_seqlens, tb, m, w, kt, qt, g_end, flag, output, scale_value, scale_ptr, total,
+         num_seqs),
         dict(SINGLE=num_seqs == 1, SCALE_FROM_PTR=scale_tensor is not None, WIDEN_BF16=_INTERPRETED, IDX=idx,
              HQ=NUM_Q_HEADS, **shapes, BT=SUB, BN=_SEQ_BLOCK),
         PREP_WARPS, device)]
@@ -928,7 +934,7 @@ def kernel(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_
         summary, fixup = _on_device(SUMMARY_LAUNCH, device), _on_device(FIXUP_LAUNCH, device)
         launches.append(_launch_summary.prepare(
             (num_seqs * (spans - 1) * hv * 2 * (d // summary.block_v), 1, 1),
-            (state_in, cu_seqlens, v, tb, w, kt, g_end, sums, total, spans, span_blocks),
+            (state_in, cu_seqlens, v, tb, w, kt, g_end, flag, sums, total, spans, span_blocks),
             dict(walk, BV=summary.block_v, STAGES=summary.stages), summary.warps, device))
         launches.append(_launch_fixup.prepare(
             (d // fixup.block_v, hv, num_seqs), (cu_seqlens, sums, enter, total, spans, span_blocks),
@@ -936,8 +942,7 @@ def kernel(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_
     pass_launch = _pass_launch(num_seqs * spans, device)
     launches.append(_launch_pass.prepare(
         (num_seqs * spans * hv * (d // pass_launch.block_v), 1, 1),
-        (state_in, cu_seqlens, v, tb, m, w, kt, qt, g_end, enter, output, new_state, total, num_seqs, spans,
-         span_blocks),
-        dict(walk, BV=pass_launch.block_v, BN=_SEQ_BLOCK, STAGES=pass_launch.stages), pass_launch.warps, device))
+        (state_in, cu_seqlens, v, tb, m, w, kt, qt, g_end, flag, enter, output, new_state, total, spans, span_blocks),
+        dict(walk, BV=pass_launch.block_v, STAGES=pass_launch.stages), pass_launch.warps, device))
     for launch in launches:
         launch()
