@@ -35,7 +35,7 @@ class Algo:
     requires: tuple[str, ...] = ()  # importable modules it needs
     extra: str | None = None  # `pip install -e ".[extra]"` provides them
     # Timed after every other algorithm: running it changes how other kernels time in the
-    # same process (seen on an H200: fi-baseline timed ~12 % faster once torch.compile had run).
+    # same process (docs/perf.md, "Notes moved from the code").
     time_last: bool = False
 
     def resolved_config(self) -> SolutionConfig:
@@ -77,7 +77,7 @@ def baseline_config(name: str, definition: str, language: str = "python", entry:
                     dps: bool = False) -> SolutionConfig:
     """How a baseline or variant folder is packed (not read from config.toml)."""
     return SolutionConfig(
-        name=name, definition=definition, author="gdn-decode-kit", description="",
+        name=name, definition=definition, author="gdn-contest-kit", description="",
         language=language, entry_point=entry, destination_passing_style=dps,
     )
 

@@ -1,8 +1,8 @@
 """Head counts and head size shared by both GDN definitions (Qwen3-Next at TP=4), and the
 output scale rule: out = scale * (S @ q), where a scale of 0 or None means 1/sqrt(HEAD_SIZE).
 
-The submissions (solution/) and the definitions' reference texts (reference.py,
-reference_prefill.py) must stay self-contained, so they state these facts themselves; the
+The submissions (solution/) and the definitions' reference texts (definitions/decode/ and
+definitions/prefill/reference.py) must stay self-contained, so they state these facts themselves; the
 rest of the harness, the baselines and the tests take them from here.
 """
 

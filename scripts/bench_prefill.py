@@ -1,14 +1,15 @@
 """Kernel-level prefill table: the submission (solution/triton/prefill.py) against fi-baseline
 and fla-chunk, side by side, per call shape: CUPTI span (cold L2, the contest's measure), kernel
-sum and CUDA-graph replay, with determinism and worst margins (gdn_bench/prefill_bench.py says
-what each column is). Needs a GPU.
+sum and CUDA-graph replay, with determinism and worst margins
+(gdn_bench/definitions/prefill/bench.py says what each column is). Needs a GPU.
 
     python scripts/bench_prefill.py                       # the default shapes (DEFAULT_SHAPES)
     python scripts/bench_prefill.py --seq-lens 6,64 --num-seqs 1,4   # a T x N grid, split evenly
     python scripts/bench_prefill.py --lengths 1,8191 --lengths 8192  # explicit lengths per call
     python scripts/bench_prefill.py --config NAME=VALUE,...  # also a variant of prefill.py
 
-Each --config times another variant of prefill.py with those module-level names set. Writes
+Each --config times another variant of prefill.py with those settings (the ones it takes:
+gdn_bench/definitions/prefill/variants.py, CONFIG_NAMES). Writes
 bench_prefill.json and bench_prefill.txt under --out (default results/bench_prefill).
 """
 
@@ -19,9 +20,10 @@ import sys
 import torch
 
 from gdn_bench.arguments import add_root_argument, chosen_project, output_folder, positive_ints
-from gdn_bench.definitions.prefill import PREFILL
+from gdn_bench.definitions.prefill.bench import NUM_SEQS, SEQ_LENS, bench, default_shapes, even_lengths, format_rows, grid
+from gdn_bench.definitions.prefill.definition import PREFILL
+from gdn_bench.definitions.prefill.variants import parse_config
 from gdn_bench.paths import checkout_of
-from gdn_bench.prefill_bench import NUM_SEQS, SEQ_LENS, bench, default_shapes, even_lengths, format_rows, grid, parse_config
 
 
 def _config(text: str) -> dict:

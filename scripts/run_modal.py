@@ -18,7 +18,7 @@ report per definition, written locally under --out as run_local writes it (resul
 report.txt and the plots; with --definition both, under --out/<definition> and track.json).
 The reference times live in the local cache file, as for run_local: the jobs of the first
 algorithm get its entries, measure those missing, and what they measured is written into it.
-The Volume gdn-decode-kit-triton-cache holds Triton's cache, so kernels compile once, and the
+The Volume gdn-contest-kit-triton-cache holds Triton's cache, so kernels compile once, and the
 generated prefill trace set (written by one container before the jobs start).
 Needs Modal credentials (`modal setup`) and Modal's server answering within
 CONNECT_TIMEOUT_S (both checked before the app starts). Exit status: 0 when every (algorithm,
@@ -47,7 +47,7 @@ DEFAULT_GPU = "B200"
 DEFAULT_MAX_CONTAINERS = 8
 JOB_TIMEOUT_S = 30 * 60
 PROJECT_ROOT = checkout_of(__file__)  # this checkout: its sources go into the image
-REMOTE_ROOT = "/root/gdn-decode-kit"
+REMOTE_ROOT = "/root/gdn-contest-kit"
 REMOTE_DIRS = ("gdn_bench", "solution", "baselines")
 EXTRA_PACKAGES = ("tomlkit>=0.13,<0.16",)  # what gdn_bench needs beyond the evaluation image  # with config.toml, all that the runner reads
 CACHE_MOUNT = "/cache"
@@ -122,14 +122,14 @@ def with_sources(base: modal.Image) -> modal.Image:
     return sourced
 
 
-triton_cache = modal.Volume.from_name("gdn-decode-kit-triton-cache", create_if_missing=True)
+triton_cache = modal.Volume.from_name("gdn-contest-kit-triton-cache", create_if_missing=True)
 image = with_sources(
     modal.Image.from_registry(EVAL_IMAGE)
     .pip_install(*EXTRA_PACKAGES)
     .env({"PYTHONPATH": REMOTE_ROOT, "TRITON_CACHE_DIR": f"{CACHE_MOUNT}/triton",
           "GDN_BENCH_CACHE": f"{CACHE_MOUNT}/gdn-bench"})
 )
-app = modal.App("gdn-decode-kit", image=image)
+app = modal.App("gdn-contest-kit", image=image)
 
 
 @app.function(gpu=DEFAULT_GPU, volumes={CACHE_MOUNT: triton_cache}, timeout=JOB_TIMEOUT_S, scaledown_window=10)

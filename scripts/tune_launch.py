@@ -14,9 +14,9 @@ import sys
 import torch
 
 from gdn_bench.arguments import add_root_argument, checked, chosen_project, output_file, positive_ints
-from gdn_bench.definitions.decode import DECODE
-from gdn_bench.kernel_bench import BATCH_SIZES
-from gdn_bench.launch_tuning import best_table, sweep, write_launch_table
+from gdn_bench.definitions.decode.bench import BATCH_SIZES
+from gdn_bench.definitions.decode.definition import DECODE
+from gdn_bench.definitions.decode.tuning import best_table, sweep, write_launch_table
 from gdn_bench.paths import checkout_of
 
 
@@ -46,7 +46,7 @@ def main(argv=None) -> int:
         cells = " ".join(f"{mine[c]['us']:>6.2f}{'*' if mine[c] is fastest else ' '}" for c in configs)
         print(f"{batch:>4} {fastest['floor_us']:>7.2f} {cells}")
     table = best_table(rows)
-    print("LAUNCH_TABLE =", table)
+    print("LAUNCH_TABLE rows:", ", ".join(f"{r['block_v']}/{r['warps']} up to B={r['max_batch'] or 'any'}" for r in table))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"gpu": torch.cuda.get_device_name(), "rows": rows, "table": table}, indent=2))
     if args.write:

@@ -1,6 +1,7 @@
 """What the tests share (test modules import it from here, never from each other or from
 conftest): the checkout and run settings, the decode call's arguments, inputs drawn in every
-gate regime, the float64 check of one call, bad arguments, and the import check."""
+gate regime, the float64 check of one call, valid and bad arguments of either definition's
+call, and the import check."""
 
 import ast
 import os
@@ -8,14 +9,17 @@ from pathlib import Path
 
 import torch
 
-from gdn_bench.definitions.decode import DECODE
-from gdn_bench.reference import gdn_decode
+from gdn_bench.definitions.decode.definition import DECODE
+from gdn_bench.definitions.decode.reference import gdn_decode
+from gdn_bench.definitions.prefill.definition import PREFILL
+from gdn_bench.definitions.prefill.mix import model_like_inputs
 from gdn_bench.shapes import HEAD_SIZE, NUM_Q_HEADS, NUM_V_HEADS, output_scale
 from gdn_bench.signature import dps_arguments, tensor_inputs
 
-_DECODE = DECODE.build_definition()
+_DECODE, _PREFILL = DECODE.build_definition(), PREFILL.build_definition()
 CALL_ORDER = dps_arguments(_DECODE)
 TENSOR_ARGS = tuple(tensor_inputs(_DECODE) + list(_DECODE.outputs))
+PREFILL_TENSOR_ARGS = tuple(tensor_inputs(_PREFILL) + list(_PREFILL.outputs))
 ROOT = Path(__file__).resolve().parent.parent  # the checkout under test (conftest makes it the project)
 DEVICE = os.environ.get("GDN_TEST_DEVICE", "cpu")  # conftest: Triton's interpreter unless "cuda"
 SEED = int(os.environ["GDN_TEST_SEED"])  # set by conftest: fresh per run unless given
@@ -130,6 +134,15 @@ def kernel_args(device: str, batch: int = 2) -> dict:
     """A valid destination-passing decode call's arguments by name (seed 0, scale None)."""
     inputs = draw_inputs(batch, torch.Generator().manual_seed(0), device)
     output, new_state = poisoned_outputs(batch, device)
+    return dict(inputs, scale=None, output=output, new_state=new_state)
+
+
+def prefill_kernel_args(device: str, lengths=(3, 0, 4)) -> dict:
+    """A valid destination-passing prefill call's arguments by name: model-like inputs
+    (seed 0) for sequences of these lengths, scale None, NaN-filled outputs."""
+    inputs = model_like_inputs(list(lengths), torch.Generator(device=device).manual_seed(0), device)
+    output = torch.full((sum(lengths), HV, D), float("nan"), dtype=torch.bfloat16, device=device)
+    new_state = torch.full((len(lengths), HV, D, D), float("nan"), dtype=torch.float32, device=device)
     return dict(inputs, scale=None, output=output, new_state=new_state)
 
 

@@ -86,7 +86,7 @@ def _build(entry):
     """The entry point built by flashinfer-bench's builder registry (cached per process)."""
     from flashinfer_bench.compile import BuilderRegistry
 
-    from gdn_bench.definitions.decode import build_definition
+    from gdn_bench.definitions.decode.definition import build_definition
 
     return BuilderRegistry.get_instance().build(build_definition(), _solution(entry))
 

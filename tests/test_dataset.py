@@ -9,9 +9,9 @@ from flashinfer_bench import TraceSet
 from safetensors.torch import load_file
 
 from gdn_bench.dataset import load_trace_set, write_trace_set
-from gdn_bench.decode_mix import CONTEST_BATCH_MIX
 from gdn_bench.definitions import DEFINITIONS
-from gdn_bench.definitions.decode import NAME as DEFINITION_NAME
+from gdn_bench.definitions.decode.definition import NAME as DEFINITION_NAME
+from gdn_bench.definitions.decode.mix import CONTEST_BATCH_MIX
 from gdn_bench.paths import EMBEDDED_PATH
 from helpers import SEED
 

@@ -9,7 +9,7 @@ import pytest
 
 from gdn_bench.checking import check_solutions
 from gdn_bench.dataset import load_trace_set
-from gdn_bench.definitions.decode import DECODE, NAME as DEFINITION_NAME
+from gdn_bench.definitions.decode.definition import DECODE, NAME as DEFINITION_NAME
 from gdn_bench.packing import pack, read_config, solution_dir
 from helpers import ROOT, SEED
 

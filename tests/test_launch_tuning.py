@@ -1,13 +1,19 @@
-"""The launch-table logic of scripts/tune_launch.py (gdn_bench.launch_tuning; the sweep itself
+"""The launch-table logic of scripts/tune_launch.py (gdn_bench.definitions.decode.tuning; the sweep itself
 needs a GPU), and the pieces of scripts/bench_kernel.py that run without one."""
 
+import pytest
 import torch
 
-from gdn_bench import kernel_bench
-from gdn_bench.definitions.decode import build_definition
-from gdn_bench.launch_tuning import best_table, valid_configs, write_launch_table
+from gdn_bench.definitions.decode import bench as kernel_bench
+from gdn_bench.algos import load_module
+from gdn_bench.definitions.decode.definition import build_definition
+from gdn_bench.definitions.decode.tuning import best_table, read_launch_table, valid_configs, write_launch_table
 from gdn_bench.signature import empty_outputs, random_inputs
 from helpers import KERNEL_PATH
+
+
+def _row(max_batch, block_v, warps):
+    return {"max_batch": max_batch, "block_v": block_v, "warps": warps}
 
 
 def _rows(timings):
@@ -18,12 +24,12 @@ def _rows(timings):
 def test_ties_within_tolerance_keep_the_current_row():
     timings = {1: {(4, 1): 2.00, (8, 1): 2.50}, 4: {(4, 1): 3.02, (16, 1): 3.00},
                16: {(4, 1): 6.00, (16, 1): 5.00}, 64: {(4, 1): 20.0, (16, 1): 18.0}}
-    assert best_table(_rows(timings)) == ((4, 4, 1), (1 << 62, 16, 1))
+    assert best_table(_rows(timings)) == [_row(4, 4, 1), _row(None, 16, 1)]
 
 
 def test_exact_winners_without_tolerance():
     timings = {1: {(4, 1): 2.0, (8, 1): 2.5}, 8: {(4, 1): 5.0, (8, 1): 4.0}}
-    assert best_table(_rows(timings), tolerance=0.0) == ((1, 4, 1), (1 << 62, 8, 1))
+    assert best_table(_rows(timings), tolerance=0.0) == [_row(1, 4, 1), _row(None, 8, 1)]
 
 
 def test_every_config_fills_whole_vectors():
@@ -32,11 +38,43 @@ def test_every_config_fills_whole_vectors():
 
 
 def test_write_launch_table_round_trip(tmp_path):
+    """The tuner rewrites kernel.py's table as named rows, leaves the rest of the file as it
+    was, and the module loads with the new table."""
+    path = tmp_path / "kernel.py"
+    original = KERNEL_PATH.read_text()
+    path.write_text(original)
+    table = [_row(8, 4, 1), _row(None, 32, 2)]
+    write_launch_table(table, path)
+    text = path.read_text()
+    assert ("LAUNCH_TABLE = (\n    LaunchRow(max_batch=8, block_v=4, warps=1),\n"
+            "    LaunchRow(max_batch=None, block_v=32, warps=2),\n)\n") in text
+    assert read_launch_table(text) == table
+    start = original.index("LAUNCH_TABLE = (")
+    end = original.index("\n)\n", start) + 3
+    assert text.replace(text[start:text.index("\n)\n", start) + 3], "") == original.replace(original[start:end], "")
+    module = load_module(path, "gdn_submission_tuned")
+    assert module.LAUNCH_TABLE == (module.LaunchRow(8, 4, 1), module.LaunchRow(None, 32, 2))
+
+
+@pytest.mark.parametrize("table, error", [
+    ([{"max_batch": None, "block_v": 16}], "has the fields"),
+    ([{"max_batch": None, "bv": 16, "warps": 1}], "has the fields"),
+])
+def test_write_launch_table_refuses_rows_that_are_not_launch_rows(tmp_path, table, error):
     path = tmp_path / "kernel.py"
     path.write_text(KERNEL_PATH.read_text())
-    write_launch_table(((8, 4, 1), (1 << 62, 32, 2)), path)
-    text = path.read_text()
-    assert "LAUNCH_TABLE = (\n    (8, 4, 1),\n    (1 << 62, 32, 2),\n)" in text
+    with pytest.raises(ValueError, match=error):
+        write_launch_table(table, path)
+    assert path.read_text() == KERNEL_PATH.read_text()
+
+
+def test_write_launch_table_refuses_a_positional_table(tmp_path):
+    path = tmp_path / "kernel.py"
+    text = KERNEL_PATH.read_text()
+    start = text.index("LAUNCH_TABLE = (")
+    path.write_text(text[:start] + "LAUNCH_TABLE = (\n    (16, 4, 1),\n)\n" + text[text.index("\n)\n", start) + 3:])
+    with pytest.raises(ValueError, match="is not LaunchRow"):
+        write_launch_table([_row(None, 16, 1)], path)
 
 
 def test_inputs_and_outputs_take_the_definitions_shapes():

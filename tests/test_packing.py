@@ -51,7 +51,7 @@ def _config(tmp_path, text):
     "edit, message",
     [
         (lambda t: t.replace('name = "gdn-decode-fla-recurrent"\n', ""), r"missing key 'name' in \[solution\]"),
-        (lambda t: t.replace('author = "gdn-decode-kit"\n', ""), r"missing key 'author' in \[solution\]"),
+        (lambda t: t.replace('author = "gdn-contest-kit"\n', ""), r"missing key 'author' in \[solution\]"),
         (lambda t: t.replace('entry_point = "kernel.py::kernel"\n', ""), r"missing key 'entry_point' in \[build\]"),
         (lambda t: t.replace("destination_passing_style = true\n", ""), r"missing key 'destination_passing_style'"),
         (lambda t: t.replace('language = "triton"\n', ""), r"missing key 'language' in \[build\]"),

@@ -8,7 +8,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from gdn_bench import prefill_bench
+from gdn_bench.definitions.prefill import bench as prefill_bench
+from gdn_bench.definitions.prefill import variants
 from helpers import ROOT
 
 
@@ -24,23 +25,42 @@ def test_even_lengths(total, count):
     assert lengths == sorted(lengths, reverse=True)
 
 
-def test_parse_config():
-    parsed = prefill_bench.parse_config("CHUNK=32, STATE_WARPS=2,NAME='x'")
-    assert parsed == {"CHUNK": 32, "STATE_WARPS": 2, "NAME": "x"}
-    for bad in ("CHUNK", "=3", "CHUNK=thirty", "1A=2"):
-        with pytest.raises(ValueError):
-            prefill_bench.parse_config(bad)
+def test_parse_config_takes_the_listed_settings_only():
+    parsed = variants.parse_config("CHUNK=32, PREP_WARPS=2,SUMMARY_LAUNCH=(64, 4, 2)")
+    assert parsed == {"CHUNK": 32, "PREP_WARPS": 2, "SUMMARY_LAUNCH": (64, 4, 2)}
+    for bad in ("CHUNK", "=3", "CHUNK=thirty", "1A=2", "", "CHUNK=1), f(2", "**x"):
+        with pytest.raises(ValueError, match="expected"):
+            variants.parse_config(bad)
+    for name in ("_PREP_WARPS", "STATE_WARPS", "PASS_TABLE"):
+        with pytest.raises(ValueError, match=rf"^{name}: not a setting --config takes; it takes CHUNK, PREP_WARPS, "):
+            variants.parse_config(f"{name}=2")
 
 
-def test_variants_set_existing_module_names_only(tmp_path, monkeypatch):
+def test_every_config_name_is_a_public_setting_of_the_submission():
+    module = variants.load_variant({}, 0)
+    for name in variants.CONFIG_NAMES:
+        value = getattr(module, name)
+        assert not name.startswith("_") and (hasattr(value, "_fields") or type(value) is int), (name, value)
+
+
+def test_variants_set_listed_settings_in_their_form(tmp_path, monkeypatch):
     source = tmp_path / "prefill.py"
-    source.write_text("CHUNK = 64\ndef kernel(*args):\n    return CHUNK\n")
-    monkeypatch.setattr(prefill_bench, "PREFILL", SimpleNamespace(submission_entry=lambda: source))
-    base, variant = prefill_bench.load_variant({}, 0), prefill_bench.load_variant({"CHUNK": 16}, 1)
-    assert (base.kernel(), variant.kernel()) == (64, 16)
-    assert prefill_bench.variant_label({"CHUNK": 16}) == "ours[CHUNK=16]" and prefill_bench.variant_label({}) == "ours"
-    with pytest.raises(ValueError, match="prefill.py has no module-level name 'CHUNKS'"):
-        prefill_bench.load_variant({"CHUNKS": 16}, 2)
+    source.write_text("from typing import NamedTuple\n\nclass Launch(NamedTuple):\n    block_v: int\n    warps: int\n"
+                      "    stages: int\n\nCHUNK = 64\nSUMMARY_LAUNCH = Launch(64, 4, 2)\n\n"
+                      "def kernel(*args):\n    return CHUNK, SUMMARY_LAUNCH\n")
+    monkeypatch.setattr(variants, "PREFILL", SimpleNamespace(submission_entry=lambda: source))
+    base, variant = variants.load_variant({}, 0), variants.load_variant({"CHUNK": 16, "SUMMARY_LAUNCH": (32, 2, 3)}, 1)
+    assert base.kernel() == (64, (64, 4, 2))
+    assert variant.kernel() == (16, (32, 2, 3)) and type(variant.kernel()[1]) is variant.Launch
+    assert variants.variant_label({"CHUNK": 16}) == "ours[CHUNK=16]" and variants.variant_label({}) == "ours"
+    for config, message in (({"CHUNKS": 16}, "prefill.py has no setting 'CHUNKS' that --config takes"),
+                            ({"SPAN_MAX": 16}, "prefill.py has no setting 'SPAN_MAX' that --config takes"),
+                            ({"CHUNK": 1.5}, "CHUNK: expected an integer, got 1.5"),
+                            ({"CHUNK": True}, "CHUNK: expected an integer, got True"),
+                            ({"SUMMARY_LAUNCH": (1, 2)}, r"SUMMARY_LAUNCH: expected a tuple \(block_v, warps, stages\)"),
+                            ({"SUMMARY_LAUNCH": (1, 2, "3")}, "SUMMARY_LAUNCH.stages: expected an integer")):
+        with pytest.raises(ValueError, match=message):
+            variants.load_variant(config, 2)
 
 
 def test_table_marks_what_was_not_measured():

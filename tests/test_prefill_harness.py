@@ -13,7 +13,7 @@ from gdn_bench import cli
 from gdn_bench.checking import check_solutions, worst_margin
 from gdn_bench.dataset import load_trace_set
 from gdn_bench.definitions import DEFINITIONS, resolve
-from gdn_bench.definitions.prefill import NAME, PREFILL, token_bucket
+from gdn_bench.definitions.prefill.definition import NAME, PREFILL, token_bucket
 from gdn_bench.paths import EMBEDDED_PATH
 from gdn_bench.runner import RunSettings, harness_settings, select_workloads
 from helpers import ROOT, SEED

@@ -18,33 +18,31 @@ import triton.language as tl
 
 from gdn_bench.algos import load_module
 from gdn_bench.checking import worst_margin
-from gdn_bench.definitions.prefill import PREFILL
-from gdn_bench.prefill_mix import cu_seqlens_of
-from gdn_bench.reference_prefill import gdn_prefill
+from gdn_bench.definitions.prefill.definition import PREFILL
+from gdn_bench.definitions.prefill.mix import cu_seqlens_of
+from gdn_bench.definitions.prefill.reference import gdn_prefill
 from gdn_bench.shapes import HEAD_SIZE as D
 from gdn_bench.shapes import NUM_Q_HEADS as HQ
 from gdn_bench.shapes import NUM_V_HEADS as HV
 from gdn_bench.shapes import output_scale
-from helpers import BF16_REL, DEVICE, SEED, non_contiguous, run_and_check, wrong_dtype, wrong_shape
+from helpers import BF16_REL, DEVICE, SEED, run_and_check
 
 sub = load_module(PREFILL.submission_entry(), "gdn_prefill_submission")
 REGIMES = ("typical", "softplus_large", "softplus_negative", "beta_saturated", "repeated_keys")
 SCALES = ("none", "zero", "float", "tensor", "numpy")
+# The GPU bounds below rest on measurements: docs/perf.md, "Notes moved from the code".
 # new_state, normwise relative error per sequence: float32 arithmetic in the interpreter;
-# on a GPU the products are tf32 (10-bit mantissa, operands rounded to nearest): up to
-# 1.05e-3 seen (H200, 63 tokens of saturated beta from a zero state).
+# on a GPU the products are tf32 (10-bit mantissa, operands rounded to nearest).
 STATE_TOL = 1e-5 if DEVICE == "cpu" else 3e-3
 # On a GPU the output must pass the contest's check against the definition's float32
 # reference (worst margin <= 1; |err| <= max(atol, rtol |ref|), 1e-2 each), and against
 # float64 too: the bf16 rounding alone takes up to 0.39, and the tf32 products add an error
 # of ~2^-12 of the largest terms, which the stress regimes here (saturated beta or no decay,
-# keeping a N(0, 1) initial state, scale up to 0.25) put on outputs near 1. Seen on an H100:
-# at most 0.78 against float64 and against the float32 reference (1.29 and 1.54 when the
-# operands were truncated to tf32 rather than rounded).
+# keeping a N(0, 1) initial state, scale up to 0.25) put on outputs near 1.
 GPU_MARGIN = 1.0
 # Two paths of the kernel on the same call (one kernel or chunked, spans or not) agree to float32
 # rounding in the interpreter (the bound each test gives); on a GPU to tf32's, PATHS_AGREE
-# (products rounded and summed in other orders; up to 2.7e-3 in new_state seen on an H200).
+# (products rounded and summed in other orders).
 # Each is also checked against float64 on its own.
 PATHS_AGREE = 1e-2
 
@@ -85,6 +83,7 @@ CALLS = [([1], True), ([32], True), ([33], False), ([64], True), ([200], True), 
          ([3, 0, 11, 18], True),
          ([31, 1, 0, 40], True), ([97, 2, 0, 0, 65], True)]
 CALLS += [(lengths, i % 3 != 2) for i, lengths in enumerate(_random_calls(random.Random(SEED), 100 - sum(len(c) for c, _ in CALLS)))]
+assert sum(len(lengths) for lengths, _ in CALLS) >= 100  # the table covers at least 100 sequences
 
 
 def draw_inputs(lengths, gen: torch.Generator, device: str, with_state: bool = True, first_regime: int = 0) -> dict:
@@ -184,10 +183,6 @@ def _call_id(index):
     lengths, with_state = CALLS[index]
     shown = ",".join(map(str, lengths)) if len(lengths) <= 5 else f"{len(lengths)} seqs, T={sum(lengths)}"
     return f"{index}:[{shown}]{'' if with_state else ' no-state'}"
-
-
-def test_covers_at_least_100_sequences():
-    assert sum(len(lengths) for lengths, _ in CALLS) >= 100
 
 
 @pytest.mark.parametrize("index", range(len(CALLS)), ids=_call_id)
@@ -500,75 +495,3 @@ def test_scale_kinds_agree(device):
         results.append(output.float().cpu())
     for other in results[1:]:
         torch.testing.assert_close(other, results[0], rtol=0, atol=0)
-
-
-# --- Bad arguments: one ValueError naming the argument -------------------------------------------
-
-ARG_NAMES = ("q", "k", "v", "state", "A_log", "a", "dt_bias", "b", "cu_seqlens", "output", "new_state")
-CORRUPTIONS = {
-    "shape": wrong_shape,
-    "dtype": wrong_dtype,
-    "device": lambda t: torch.empty(t.shape, dtype=t.dtype, device="meta"),
-    "contiguous": non_contiguous,
-}
-
-
-def _args(device, lengths=(3, 0, 4)):
-    inputs = draw_inputs(list(lengths), torch.Generator().manual_seed(SEED), device)
-    output, new_state = poisoned_outputs(sum(lengths), len(lengths), device)
-    return dict(inputs, scale=None, output=output, new_state=new_state)
-
-
-@pytest.mark.parametrize("name", ARG_NAMES)
-@pytest.mark.parametrize("corruption", CORRUPTIONS)
-def test_bad_tensor_is_named(name, corruption, device):
-    if name in ("q", "cu_seqlens") and corruption in ("device", "shape"):
-        pytest.skip("q and cu_seqlens define the device and the sizes the others are checked against")
-    args = _args(device)
-    args[name] = CORRUPTIONS[corruption](args[name])
-    with pytest.raises(ValueError, match=rf"^{name}: expected.*{corruption}"):
-        sub.kernel(**args)
-
-
-@pytest.mark.parametrize("name", ARG_NAMES)
-def test_non_tensor_is_named_with_its_type(name, device):
-    args = dict(_args(device), **{name: [1.0, 2.0]})
-    with pytest.raises(ValueError, match=rf"^{name}: expected .*got list"):
-        sub.kernel(**args)
-
-
-def test_none_is_accepted_only_for_state(device):
-    sub.kernel(**dict(_args(device), state=None))
-    for name in ARG_NAMES:
-        if name != "state":
-            with pytest.raises(ValueError, match=rf"^{name}: expected"):
-                sub.kernel(**dict(_args(device), **{name: None}))
-
-
-def test_wrong_rank_q_says_what_it_got(device):
-    args = _args(device)
-    args["q"] = args["q"][None]
-    with pytest.raises(ValueError, match=r"^q: expected a \[T, 4, 128\] tensor, got shape \[1, 7, 4, 128\]"):
-        sub.kernel(**args)
-
-
-def test_cu_seqlens_length_must_match_the_states(device):
-    args = _args(device)
-    args["cu_seqlens"] = args["cu_seqlens"][:-1]
-    with pytest.raises(ValueError, match=r"^state: expected shape \[2, 8, 128, 128\], got \[3, 8, 128, 128\]"):
-        sub.kernel(**args)
-    with pytest.raises(ValueError, match=r"^cu_seqlens: expected a 1-D tensor \[N \+ 1\], got shape \[0\]"):
-        sub.kernel(**dict(_args(device), cu_seqlens=torch.zeros(0, dtype=torch.int64, device=device)))
-
-
-@pytest.mark.parametrize("scale", [True, float("nan"), float("inf"), "0.1", [0.1]], ids=repr)
-def test_bad_scale_is_named(scale, device):
-    with pytest.raises(ValueError, match=r"^scale: expected a finite real number"):
-        sub.kernel(**dict(_args(device), scale=scale))
-
-
-@pytest.mark.parametrize("make", [lambda d: torch.ones(2, device=d), lambda d: torch.tensor(1, device=d)],
-                         ids=("two elements", "integer"))
-def test_bad_scale_tensor_is_named(make, device):
-    with pytest.raises(ValueError, match=r"^scale: expected a one-element float tensor"):
-        sub.kernel(**dict(_args(device), scale=make(device)))

@@ -7,10 +7,11 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from gdn_bench import prefill_mix, trace_cache
+from gdn_bench import trace_cache
 from gdn_bench.checking import workload_inputs
 from gdn_bench.dataset import load_trace_set
-from gdn_bench.definitions.prefill import NAME, build_definition
+from gdn_bench.definitions.prefill import mix as prefill_mix
+from gdn_bench.definitions.prefill.definition import NAME, build_definition
 from gdn_bench.paths import cache_dir
 from helpers import SEED
 

@@ -51,16 +51,16 @@ def test_prefill_shapes_even_split_or_explicit_lengths():
 
 
 def test_config_variant_merges_and_names_itself():
-    target = _target(["--definition", "prefill", "-T", "64", "--config", "CHUNK=16,_PREP_WARPS=8",
-                      "--config", "NAME='x y',RATIO=0.5"])
-    assert target.config == {"CHUNK": 16, "_PREP_WARPS": 8, "NAME": "x y", "RATIO": 0.5}
-    assert target.variant() == "triton-chunked[CHUNK=16,_PREP_WARPS=8,NAME=x y,RATIO=0.5]"
-    assert target.file_stem() == "prefill-triton-chunked_CHUNK_16__PREP_WARPS_8_NAME_x_y_RATIO_0_5-T64-N1"
+    target = _target(["--definition", "prefill", "-T", "64", "--config", "CHUNK=16,PREP_WARPS=8",
+                      "--config", "SUMMARY_LAUNCH=(64, 4, 2),SPAN_MAX=8"])
+    assert target.config == {"CHUNK": 16, "PREP_WARPS": 8, "SUMMARY_LAUNCH": (64, 4, 2), "SPAN_MAX": 8}
+    assert target.variant() == "triton-chunked[CHUNK=16,PREP_WARPS=8,SUMMARY_LAUNCH=(64, 4, 2),SPAN_MAX=8]"
+    assert target.file_stem() == "prefill-triton-chunked_CHUNK_16_PREP_WARPS_8_SUMMARY_LAUNCH_64_4_2_SPAN_MAX_8-T64-N1"
 
 
 @pytest.mark.parametrize("argv", [
     [], ["--definition", "prefill", "--lengths", "5,0,7", "--algo", "fla-chunk"],
-    ["--definition", "prefill", "-T", "64", "--config", "CHUNK=16,NAME='a b',FLAG=True"],
+    ["--definition", "prefill", "-T", "64", "--config", "CHUNK=16,FIXUP_LAUNCH=(16, 8, 3)"],
 ])
 def test_target_argv_names_the_same_target_again(argv, tmp_path):
     """--mode ncu re-runs the script with target_argv: it must parse back to the same target."""
@@ -84,6 +84,7 @@ def test_target_argv_names_the_same_target_again(argv, tmp_path):
     (["--config", "CHUNK=16"], "argument --config: variants are of the prefill submission (triton-chunked) only"),
     (["--definition", "prefill", "--algo", "fi-baseline", "--config", "CHUNK=16"], "variants are of the prefill"),
     (["--definition", "prefill", "--config", "CHUNK"], "argument --config: expected NAME=VALUE"),
+    (["--definition", "prefill", "--config", "_PREP_WARPS=8"], "argument --config: _PREP_WARPS: not a setting --config takes"),
     (["--kernel", "(unclosed"], "argument --kernel: not a regular expression"),
     (["--sections", "SpeedOfLight,not a section"], "argument --sections: expected comma-separated ncu section"),
     (["--mode", "nsys"], "argument --mode: invalid choice: 'nsys'"),

@@ -1,4 +1,4 @@
-"""gdn_bench/reference_prefill.py (the prefill definition's reference) against an independent
+"""gdn_bench/definitions/prefill/reference.py (the prefill definition's reference) against an independent
 float64 token loop (pt-reference's, run in float64): random lengths, empty sequences, state
 None, every scale form; plus the official semantics the loop cannot show by itself."""
 
@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from gdn_bench.algos import load_module
-from gdn_bench.prefill_mix import model_like_inputs
-from gdn_bench.reference_prefill import gdn_prefill, run
+from gdn_bench.definitions.prefill.mix import model_like_inputs
+from gdn_bench.definitions.prefill.reference import gdn_prefill, run
 from gdn_bench.shapes import DEFAULT_SCALE
 from helpers import ROOT, SEED
 
@@ -62,7 +62,7 @@ def test_scale_zero_or_none_is_one_over_sqrt_128():
 def test_first_token_is_the_decode_step():
     """Token by token the recurrence is decode's: the first token of each sequence from its
     state, checked against the decode reference."""
-    from gdn_bench.reference import gdn_decode
+    from gdn_bench.definitions.decode.reference import gdn_decode
 
     inputs = model_like_inputs([1, 1, 1], torch.Generator().manual_seed(SEED), "cpu")
     out, state = gdn_prefill(**inputs)
@@ -87,7 +87,7 @@ def test_run_gives_the_definitions_dtypes_and_leaves_inputs_alone():
 
 def test_reference_text_is_self_contained():
     """The file is the Definition's reference: it may import only math and torch."""
-    from gdn_bench import reference_prefill
+    from gdn_bench.definitions.prefill import reference as reference_prefill
 
     tree = ast.parse(open(reference_prefill.__file__, encoding="utf-8").read())
     roots = {alias.name.split(".")[0]

@@ -112,7 +112,7 @@ def test_prepare_triton_sets_the_interpreter_only_without_gpu(monkeypatch):
 def test_app_image_and_function_build_offline(run_modal):
     import modal
 
-    assert isinstance(run_modal.app, modal.App) and run_modal.app.name == "gdn-decode-kit"
+    assert isinstance(run_modal.app, modal.App) and run_modal.app.name == "gdn-contest-kit"
     assert isinstance(run_modal.image, modal.Image)
     assert isinstance(run_modal.run_job, modal.Function)
     assert run_modal.DEFAULT_GPU == "B200" and run_modal.EVAL_IMAGE == "flashinfer/flashinfer-ci-cu132:latest"

@@ -1,8 +1,8 @@
 """The contest's GDN definitions, one DefinitionSpec each (gdn_bench.definitions.spec).
-A new definition is a module beside these two and one entry in DEFINITIONS."""
+A new definition is a folder beside decode/ and prefill/ and one entry in DEFINITIONS."""
 
-from gdn_bench.definitions.decode import DECODE
-from gdn_bench.definitions.prefill import PREFILL
+from gdn_bench.definitions.decode.definition import DECODE
+from gdn_bench.definitions.prefill.definition import PREFILL
 from gdn_bench.definitions.spec import DefinitionSpec
 
 DEFINITIONS: dict[str, DefinitionSpec] = {spec.short: spec for spec in (DECODE, PREFILL)}

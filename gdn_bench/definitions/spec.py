@@ -1,6 +1,6 @@
 """What the harness knows about one contest definition, in one frozen record (DefinitionSpec).
 Every module takes definition-specific facts from here, so a new definition is one new
-module in this package plus one line in its registry."""
+folder in this package plus one line in its registry."""
 
 from collections.abc import Callable
 from dataclasses import dataclass

@@ -106,8 +106,12 @@ def _softplus(x):
     """softplus(x) = max(x, 0) + log1p(exp(-|x|)), exact for large |x| (no overflow)."""
     y = tl.exp(-tl.abs(x))
     u = 1.0 + y
-    # log1p(y) = log(u) corrected for the rounding of u = 1 + y (exact when u rounds to 1).
-    return tl.maximum(x, 0.0) + (tl.log(u) - ((u - 1.0) - y))
+    # log1p(y) with no log1p primitive: log(u) plus the first-order correction for the
+    # rounding of u = 1 + y, log((1 + y) / u) ~ y - (u - 1) (dividing that by u in [1, 2]
+    # changes it by less than one ulp of the result). Accurate for all y in (0, 1],
+    # including y so small that u rounds to 1 (then it returns y).
+    log1p_y = tl.log(u) - ((u - 1.0) - y)
+    return tl.maximum(x, 0.0) + log1p_y
 
 
 @triton.jit
@@ -607,7 +611,7 @@ def _token_walk_kernel(
 # the first launch is free while host gaps between launches count. Everything is checked and
 # prepared before the first launch, the launches' own arguments included (_Launcher.prepare);
 # then they go out back to back through the compiled kernels' launchers, which take a few
-# microseconds instead of Triton's full path (on a slow host, 20-30 µs per launch before).
+# microseconds instead of Triton's full path (docs/perf.md, "Notes moved from the code").
 
 _ARG_NAMES = ("q", "k", "v", "state", "A_log", "a", "dt_bias", "b", "cu_seqlens", "output", "new_state")
 _SEQ_BLOCK = 64  # sequence ends compared per step when locating a token's sequence
@@ -680,7 +684,7 @@ def _state_warps(warps, device):
 
 def _on_device(launch, device):
     """`launch` with _state_warps' warps; with 2 warps (sm_100) BV is at most 16: a 32-column
-    tile spills registers there (compiled for sm_100 with Triton 3.6, not run)."""
+    tile spills registers there (docs/perf.md, "Notes moved from the code")."""
     warps = _state_warps(launch.warps, device)
     return launch._replace(warps=warps, block_v=min(launch.block_v, 16)) if warps < launch.warps else launch
 
@@ -732,51 +736,87 @@ def _check(tensors):
         got = f"shape {list(cu_seqlens.shape)}" if isinstance(cu_seqlens, torch.Tensor) else type(cu_seqlens).__name__
         raise ValueError(f"cu_seqlens: expected a 1-D tensor [N + 1], got {got}")
     total, num_seqs, device = q.shape[0], cu_seqlens.shape[0] - 1, q.device
-    for name, t, (shape, dtype) in zip(_ARG_NAMES, tensors, _expected(total, num_seqs)):
-        if t is None and name == "state":
-            continue
-        if not isinstance(t, torch.Tensor):
-            raise ValueError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
-        if t.shape != shape:
-            raise ValueError(f"{name}: expected shape {list(shape)}, got {list(t.shape)}")
-        if t.dtype != dtype:
-            raise ValueError(f"{name}: expected dtype {dtype}, got {t.dtype}")
-        if t.device != device:
-            raise ValueError(f"{name}: expected device {device} (that of q), got {t.device}")
-        if not t.is_contiguous():
-            raise ValueError(f"{name}: expected a contiguous tensor")
+    _expect_all(tensors, _expected(total, num_seqs), device)
     return total, num_seqs, device
 
 
-def _resolve_scale(scale, device):
-    """(value, tensor): a Python float (0 or None -> 1/sqrt(D)) and None, or, for a
-    one-element tensor on the kernels' device, (0.0, that tensor), read in-kernel so that the
-    call never waits on the device. A tensor elsewhere (the CPU) is read here."""
+def _expect(name, t, shape, dtype, device):
+    """Raise ValueError naming `name` unless `t` is a contiguous tensor of this shape, dtype
+    and device."""
+    if not isinstance(t, torch.Tensor):
+        raise ValueError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
+    if t.shape != shape:
+        raise ValueError(f"{name}: expected shape {list(shape)}, got {list(t.shape)}")
+    if t.dtype != dtype:
+        raise ValueError(f"{name}: expected dtype {dtype}, got {t.dtype}")
+    if t.device != device:
+        raise ValueError(f"{name}: expected device {device} (that of q), got {t.device}")
+    if not t.is_contiguous():
+        raise ValueError(f"{name}: expected a contiguous tensor")
+
+
+def _expect_all(tensors, expected, device):
+    """_expect for every argument, in _ARG_NAMES order, against its (shape, dtype) in
+    `expected`; state may be None."""
+    for name, t, (shape, dtype) in zip(_ARG_NAMES, tensors, expected):
+        if not (t is None and name == "state"):
+            _expect(name, t, shape, dtype, device)
+
+
+def _scale_value(scale):
+    """scale as a Python float: 0 or None mean 1/sqrt(D); a one-element float tensor is read;
+    any other real number (numpy's too) is taken as it is, but not a bool. A nonzero finite
+    Python float, what the evaluator passes, returns at the first test."""
+    if scale.__class__ is float and scale != 0.0 and math.isfinite(scale):
+        return scale
+    if scale is None:
+        return 1.0 / math.sqrt(HEAD_SIZE)
     if isinstance(scale, torch.Tensor):
         if scale.numel() != 1 or not scale.is_floating_point():
             raise ValueError(f"scale: expected a one-element float tensor, got {scale.dtype} of shape {list(scale.shape)}")
-        if scale.device == device and device.type != "cpu":
-            return 0.0, scale
         scale = scale.item()
-    if scale is None:
-        scale = 0.0
-    if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
+    if isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not math.isfinite(scale):
         raise ValueError(f"scale: expected a finite real number, 0 or None, got {scale!r}")
     value = float(scale)
-    if not math.isfinite(value):
-        raise ValueError(f"scale: expected a finite real number, 0 or None, got {scale!r}")
-    return (value if value != 0.0 else 1.0 / math.sqrt(HEAD_SIZE)), None
+    return value if value != 0.0 else 1.0 / math.sqrt(HEAD_SIZE)
+
+
+def _resolve_scale(scale, device):
+    """(value, tensor): _scale_value's float and None, or, for a one-element float tensor on
+    the kernels' device, (0.0, that tensor), read in-kernel so that the call never waits on
+    the device. A tensor elsewhere (the CPU) is read here."""
+    if (isinstance(scale, torch.Tensor) and scale.device == device and device.type != "cpu"
+            and scale.numel() == 1 and scale.is_floating_point()):
+        return 0.0, scale
+    return _scale_value(scale), None
 
 
 _RUNTIME_KNOBS = getattr(getattr(triton, "knobs", None), "runtime", None)
 
 
 def _hooks_installed():
-    """Whether a launch hook is set (profilers need Triton's full launch path)."""
+    """Whether a launch hook is set: profilers need Triton's full launch path (a hook is
+    assumed on Triton versions without `knobs`)."""
     if _RUNTIME_KNOBS is None:
         return True
     enter, leave = _RUNTIME_KNOBS.launch_enter_hook, _RUNTIME_KNOBS.launch_exit_hook
     return bool(getattr(enter, "calls", enter) or getattr(leave, "calls", leave))
+
+
+def _direct_launcher(compiled, device_index, args):
+    """(compiled kernel, stream getter) if its launcher takes `args` (every argument of the
+    kernel in order, constexprs included, tensors as raw pointers), else False.
+
+    Triton versions differ in the launcher's arguments. The probe launches an empty grid (the
+    launcher parses every argument, then skips a grid of size 0), so nothing runs twice; on
+    a mismatch the full path is kept for good."""
+    stream_of = triton.runtime.driver.active.get_current_stream
+    try:
+        compiled.run(0, 0, 0, stream_of(device_index), compiled.function, compiled.packed_metadata,
+                     None, None, None, *args)
+    except (TypeError, AttributeError, SystemError):
+        return False
+    return compiled, stream_of
 
 
 class _Launcher:
@@ -811,18 +851,8 @@ class _Launcher:
         def through_triton():
             compiled = self.fn[grid](*args, **constexprs, num_warps=num_warps)
             if entry is None and aligned and not _INTERPRETED:
-                self.compiled[key] = self._probe(compiled, device.index, raw, constexprs)
+                self.compiled[key] = _direct_launcher(compiled, device.index, (*raw, *constexprs.values()))
         return through_triton
-
-    @staticmethod
-    def _probe(compiled, device_index, raw, constexprs):
-        stream_of = triton.runtime.driver.active.get_current_stream
-        try:
-            compiled.run(0, 0, 0, stream_of(device_index), compiled.function, compiled.packed_metadata,
-                         None, None, None, *raw, *constexprs.values())
-        except (TypeError, AttributeError, SystemError):
-            return False
-        return compiled, stream_of
 
 
 _launch_prep = _Launcher(_chunk_prep_kernel)

@@ -55,8 +55,11 @@ def _softplus(x):
     """softplus(x) = max(x, 0) + log1p(exp(-|x|)), exact for large |x| (no overflow)."""
     y = tl.exp(-tl.abs(x))
     u = 1.0 + y
-    # log1p(y) without a log1p primitive: log(u) corrected for the rounding of u = 1 + y.
-    log1p_y = tl.log(u) - ((u - 1.0) - y) / u
+    # log1p(y) with no log1p primitive: log(u) plus the first-order correction for the
+    # rounding of u = 1 + y, log((1 + y) / u) ~ y - (u - 1) (dividing that by u in [1, 2]
+    # changes it by less than one ulp of the result). Accurate for all y in (0, 1],
+    # including y so small that u rounds to 1 (then it returns y).
+    log1p_y = tl.log(u) - ((u - 1.0) - y)
     return tl.maximum(x, 0.0) + log1p_y
 
 
@@ -93,23 +96,48 @@ def _gdn_decode_tma_kernel(
         tl.store(out_ptr + bh * D + offs_v, out.to(out_ptr.dtype.element_ty))
 
 
-def _expect(name, tensor, shape, dtype, device):
-    """Raise ValueError naming `name` unless it is a contiguous tensor of this shape/dtype/device."""
-    if not isinstance(tensor, torch.Tensor):
-        raise ValueError(f"{name}: expected a torch.Tensor, got {type(tensor).__name__}")
-    if tuple(tensor.shape) != shape:
-        raise ValueError(f"{name}: expected shape {list(shape)}, got {list(tensor.shape)}")
-    if tensor.dtype != dtype:
-        raise ValueError(f"{name}: expected dtype {dtype}, got {tensor.dtype}")
-    if tensor.device != device:
-        raise ValueError(f"{name}: expected device {device} (that of q), got {tensor.device}")
-    if not tensor.is_contiguous():
+_ARG_NAMES = ("q", "k", "v", "state", "A_log", "a", "dt_bias", "b", "output", "new_state")
+
+
+def _expected(batch):
+    """(shape, dtype) of each argument in _ARG_NAMES order at batch size `batch`."""
+    bf16, f32 = torch.bfloat16, torch.float32
+    qk, heads = (batch, 1, NUM_Q_HEADS, HEAD_SIZE), (batch, 1, NUM_V_HEADS)
+    state = (batch, NUM_V_HEADS, HEAD_SIZE, HEAD_SIZE)
+    specs = ((qk, bf16), (qk, bf16), (heads + (HEAD_SIZE,), bf16), (state, f32), ((NUM_V_HEADS,), f32),
+             (heads, bf16), ((NUM_V_HEADS,), f32), (heads, bf16), (heads + (HEAD_SIZE,), bf16), (state, f32))
+    return tuple((torch.Size(shape), dtype) for shape, dtype in specs)
+
+
+def _expect(name, t, shape, dtype, device):
+    """Raise ValueError naming `name` unless `t` is a contiguous tensor of this shape, dtype
+    and device."""
+    if not isinstance(t, torch.Tensor):
+        raise ValueError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
+    if t.shape != shape:
+        raise ValueError(f"{name}: expected shape {list(shape)}, got {list(t.shape)}")
+    if t.dtype != dtype:
+        raise ValueError(f"{name}: expected dtype {dtype}, got {t.dtype}")
+    if t.device != device:
+        raise ValueError(f"{name}: expected device {device} (that of q), got {t.device}")
+    if not t.is_contiguous():
         raise ValueError(f"{name}: expected a contiguous tensor")
 
 
-def _resolve_scale(scale):
+def _expect_all(tensors, expected, device):
+    """_expect for every argument, in _ARG_NAMES order, against its (shape, dtype) in
+    `expected`; state may be None."""
+    for name, t, (shape, dtype) in zip(_ARG_NAMES, tensors, expected):
+        if not (t is None and name == "state"):
+            _expect(name, t, shape, dtype, device)
+
+
+def _scale_value(scale):
     """scale as a Python float: 0 or None mean 1/sqrt(D); a one-element float tensor is read;
-    any other real number (numpy's too) is taken as it is, but not a bool."""
+    any other real number (numpy's too) is taken as it is, but not a bool. A nonzero finite
+    Python float, what the evaluator passes, returns at the first test."""
+    if scale.__class__ is float and scale != 0.0 and math.isfinite(scale):
+        return scale
     if scale is None:
         return 1.0 / math.sqrt(HEAD_SIZE)
     if isinstance(scale, torch.Tensor):
@@ -152,24 +180,14 @@ def kernel(q, k, v, state, A_log, a, dt_bias, b, scale, output, new_state):
         got = f"shape {list(q.shape)}" if isinstance(q, torch.Tensor) else type(q).__name__
         raise ValueError(f"q: expected a [B, 1, {NUM_Q_HEADS}, {HEAD_SIZE}] tensor, got {got}")
     batch, device = q.shape[0], q.device
-    D, HQ, HV = HEAD_SIZE, NUM_Q_HEADS, NUM_V_HEADS
-    _expect("q", q, (batch, 1, HQ, D), torch.bfloat16, device)
-    _expect("k", k, (batch, 1, HQ, D), torch.bfloat16, device)
-    _expect("v", v, (batch, 1, HV, D), torch.bfloat16, device)
-    if state is not None:
-        _expect("state", state, (batch, HV, D, D), torch.float32, device)
-    _expect("A_log", A_log, (HV,), torch.float32, device)
-    _expect("a", a, (batch, 1, HV), torch.bfloat16, device)
-    _expect("dt_bias", dt_bias, (HV,), torch.float32, device)
-    _expect("b", b, (batch, 1, HV), torch.bfloat16, device)
-    _expect("output", output, (batch, 1, HV, D), torch.bfloat16, device)
-    _expect("new_state", new_state, (batch, HV, D, D), torch.float32, device)
-    scale = _resolve_scale(scale)
+    _expect_all((q, k, v, state, A_log, a, dt_bias, b, output, new_state), _expected(batch), device)
+    scale = _scale_value(scale)
     _require_tma(device)
     if batch == 0:
         return
     new_state_desc = _tile_descriptor("new_state", new_state)
     state_desc = new_state_desc if state is None else _tile_descriptor("state", state)
+    D, HQ, HV = HEAD_SIZE, NUM_Q_HEADS, NUM_V_HEADS
     _gdn_decode_tma_kernel[(batch * HV,)](
         q, k, v, state_desc, A_log, a, dt_bias, b, output, new_state_desc, scale,
         HAS_STATE=state is not None, HQ=HQ, HV=HV, D=D, BV=BLOCK_V, STAGES=NUM_STAGES,

@@ -1,9 +1,9 @@
 """pt-compiled: torch.compile (dynamic shapes) of the vectorized reference in
-gdn_bench/reference.py, float32, value-returning."""
+gdn_bench/definitions/decode/reference.py, float32, value-returning."""
 
 import torch
 
-from gdn_bench.reference import gdn_decode
+from gdn_bench.definitions.decode.reference import gdn_decode
 
 _compiled = torch.compile(gdn_decode, dynamic=True)
 

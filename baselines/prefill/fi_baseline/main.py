@@ -15,8 +15,8 @@ Facts from flashinfer/gdn_prefill.py and its kernels (wheel flashinfer_python-0.
   layout); the final state is a new tensor (output_state=None), the input state is only read.
 - scale None or 0 means 1/sqrt(D); it is passed as the float it stands for
   (gdn_bench.shapes.output_scale).
-- A zero-length sequence's final state is left as the allocator gave it (seen on an H200,
-  2026-11-22: values up to 4.7e16), where the definition wants zeros, so this baseline fails
+- A zero-length sequence's final state is left as the allocator gave it (docs/perf.md,
+  "Notes moved from the code"), where the definition wants zeros, so this baseline fails
   the workloads that hold an empty sequence. It is kept as a contest wrapper calls it; the
   FI ratio skips those workloads (docs/perf.md).
 """

@@ -4,16 +4,16 @@ everything the harness needs to know about it (DECODE).
 Shapes: q, k [B, 1, 4, 128] bf16; v [B, 1, 8, 128] bf16; state [B, 8, 128, 128] f32 (K-last,
 optional); A_log, dt_bias [8] f32; a, b [B, 1, 8] bf16; scale f32 scalar. Outputs: output
 [B, 1, 8, 128] bf16 and new_state [B, 8, 128, 128] f32. The reference is the text of
-gdn_bench/reference.py.
+gdn_bench/definitions/decode/reference.py.
 """
 
 from pathlib import Path
 
 from flashinfer_bench import AxisConst, AxisVar, BenchmarkConfig, Definition, TraceSet, Workload
 
-from gdn_bench import reference
 from gdn_bench.algos import Algo, baseline_config
-from gdn_bench.decode_mix import write_decode_workloads
+from gdn_bench.definitions.decode import reference
+from gdn_bench.definitions.decode.mix import write_decode_workloads
 from gdn_bench.definitions.spec import DefinitionSpec, Harness, tensor
 from gdn_bench.paths import EMBEDDED_PATH
 from gdn_bench.roles import BASELINE, REFERENCE
@@ -79,7 +79,7 @@ def _has_blob(w: Workload) -> bool:
 
 
 def workload_kind(w: Workload) -> str:
-    """"model-like" for a workload whose tensors come from a blob (decode_mix.MODEL_LIKE), else "random"."""
+    """"model-like" for a workload whose tensors come from a blob (mix.MODEL_LIKE), else "random"."""
     return "model-like" if _has_blob(w) else "random"
 
 

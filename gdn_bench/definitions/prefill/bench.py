@@ -4,7 +4,7 @@
 Per call shape (sequence lengths: DEFAULT_SHAPES, a grid of total_seq_len T × num_seqs N split
 evenly with the first T mod N sequences one token longer, or explicit lengths such as
 [1, 8191]), on model-like inputs (unit-norm keys, the rest N(0, 1),
-gdn_bench.prefill_mix.model_like_inputs), for the submission (solution/triton/prefill.py) and,
+gdn_bench.definitions.prefill.mix.model_like_inputs), for the submission (solution/triton/prefill.py) and,
 where they run, fi-baseline, fla-chunk and fla-loop, side by side in one process, three times
 (gdn_bench.timing): `<impl>_us`, the contest's measure (CUPTI span of a call, cold L2);
 `<impl>_ksum_us`, the sum of that call's kernel durations; `<impl>_graph_us`, one replay of the
@@ -16,12 +16,10 @@ kernel (solution/triton/kernel.py) at batch size N, the same work for one token 
 outputs; and ours' worst margin (gdn_bench.checking.worst_margin, over both outputs) against
 the float64 reference and against the definition's float32 reference.
 
-Variants: each `--config NAME=VALUE,...` loads prefill.py afresh and sets those module-level
-names before timing it (say, a chunk size or a warp count the module reads at launch), so
-several launch configurations compare side by side without editing the file.
+Variants (gdn_bench.definitions.prefill.variants): each `--config NAME=VALUE,...` is prefill.py
+loaded afresh with those settings, timed beside the others.
 """
 
-import ast
 import sys
 
 import torch
@@ -29,12 +27,12 @@ from flashinfer_bench.compile import BuilderRegistry
 from flashinfer_bench.compile.builder import BuildError
 from tqdm import tqdm
 
-from gdn_bench.algos import load_module
 from gdn_bench.checking import worst_margin
-from gdn_bench.definitions.prefill import LIBRARY, PREFILL, TOKEN_LOOP
-from gdn_bench.kernel_bench import decode_inputs, decode_outputs, load_submission
-from gdn_bench.prefill_mix import model_like_inputs
-from gdn_bench.reference_prefill import gdn_prefill, run
+from gdn_bench.definitions.decode.bench import decode_inputs, decode_outputs, load_submission
+from gdn_bench.definitions.prefill.definition import LIBRARY, PREFILL, TOKEN_LOOP
+from gdn_bench.definitions.prefill.mix import model_like_inputs
+from gdn_bench.definitions.prefill.reference import gdn_prefill, run
+from gdn_bench.definitions.prefill.variants import load_variant, variant_label
 from gdn_bench.roles import BASELINE
 from gdn_bench.signature import empty_outputs
 from gdn_bench.timing import graph_replay_us, kernel_times_us
@@ -72,34 +70,6 @@ def default_shapes() -> list[list[int]]:
 def even_lengths(total: int, count: int) -> list[int]:
     """`count` lengths summing to `total`, the first total % count one longer."""
     return [total // count + (i < total % count) for i in range(count)]
-
-
-def parse_config(text: str) -> dict:
-    """'CHUNK=32,PREP_WARPS=8' -> {'CHUNK': 32, 'PREP_WARPS': 8} (values are Python literals)."""
-    config = {}
-    for item in text.split(","):
-        name, sep, value = item.partition("=")
-        if not sep or not name.strip().isidentifier():
-            raise ValueError(f"expected NAME=VALUE[,NAME=VALUE...], got {text!r}")
-        try:
-            config[name.strip()] = ast.literal_eval(value.strip())
-        except (ValueError, SyntaxError):
-            raise ValueError(f"{name.strip()}: expected a Python literal, got {value.strip()!r}") from None
-    return config
-
-
-def load_variant(config: dict, index: int):
-    """prefill.py loaded afresh with `config`'s module-level names set (each must exist)."""
-    module = load_module(PREFILL.submission_entry(), f"gdn_prefill_variant_{index}")
-    for name, value in config.items():
-        if not hasattr(module, name):
-            raise ValueError(f"{PREFILL.submission_entry().name} has no module-level name {name!r}")
-        setattr(module, name, value)
-    return module
-
-
-def variant_label(config: dict) -> str:
-    return "ours" + (f"[{','.join(f'{k}={v}' for k, v in config.items())}]" if config else "")
 
 
 def _baselines() -> dict:

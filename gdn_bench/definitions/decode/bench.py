@@ -14,8 +14,8 @@ from flashinfer_bench.compile import BuilderRegistry
 from tqdm import tqdm
 
 from gdn_bench.algos import load_module
-from gdn_bench.definitions.decode import DECODE, LIBRARY, build_definition
-from gdn_bench.reference import gdn_decode
+from gdn_bench.definitions.decode.definition import DECODE, LIBRARY, build_definition
+from gdn_bench.definitions.decode.reference import gdn_decode
 from gdn_bench.roles import BASELINE
 from gdn_bench.shapes import DEFAULT_SCALE
 from gdn_bench.signature import empty_outputs, random_inputs

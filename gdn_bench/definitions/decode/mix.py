@@ -8,7 +8,7 @@ import torch
 from flashinfer_bench import Definition, RandomInput, SafetensorsInput, Trace, TraceSet, Workload
 from flashinfer_bench.data import ScalarInput
 
-from gdn_bench.reference import gdn_decode
+from gdn_bench.definitions.decode.reference import gdn_decode
 from gdn_bench.shapes import DEFAULT_SCALE, HEAD_SIZE, NUM_Q_HEADS, NUM_V_HEADS
 from gdn_bench.signature import tensor_inputs
 

@@ -5,23 +5,23 @@ Shapes (T = total_seq_len, N = num_seqs): q, k [T, 4, 128] bf16; v [T, 8, 128] b
 [N, 8, 128, 128] f32 (K-last, optional); A_log, dt_bias [8] f32; a, b [T, 8] bf16;
 cu_seqlens [N + 1] int64; scale f32 scalar. Outputs: output [T, 8, 128] bf16 and new_state
 [N, 8, 128, 128] f32. The axes, constraints, input order and dtypes are the official
-definition's; the reference is the text of gdn_bench/reference_prefill.py.
+definition's; the reference is the text of gdn_bench/definitions/prefill/reference.py.
 """
 
 from pathlib import Path
 
 from flashinfer_bench import AxisConst, AxisVar, Definition, Workload
 
-from gdn_bench import reference_prefill
 from gdn_bench.algos import Algo, baseline_config
+from gdn_bench.definitions.prefill import reference
+from gdn_bench.definitions.prefill.mix import contest_mix_root, contest_mix_workloads, write_embedded_subset
 from gdn_bench.definitions.spec import DefinitionSpec, Harness, tensor
 from gdn_bench.paths import EMBEDDED_PATH
 from gdn_bench.roles import BASELINE, REFERENCE
-from gdn_bench.prefill_mix import contest_mix_root, contest_mix_workloads, write_embedded_subset
 from gdn_bench.shapes import HEAD_SIZE, NUM_Q_HEADS, NUM_V_HEADS
 
 NAME = "gdn_prefill_qk4_v8_d128_k_last"
-REFERENCE_PATH = Path(reference_prefill.__file__)
+REFERENCE_PATH = Path(reference.__file__)
 # CPU pass on a trace set given with --dataset: at most this many workloads of at most this
 # many tokens, in file order (the embedded subset fits whole).
 CPU_MAX_TOKENS, CPU_MAX_WORKLOADS = 128, 6
@@ -82,7 +82,7 @@ def cpu_subset(workloads: list[Workload]) -> list[Workload]:
 
 
 def workload_kind(w: Workload) -> str:
-    """How a workload's inputs are made: unit-norm keys from its blob (prefill_mix) or random ones."""
+    """How a workload's inputs are made: unit-norm keys from its blob (mix) or random ones."""
     stored = w.inputs["k"].type == "safetensors"
     return "random, unit-norm keys" if stored else "random"
 
