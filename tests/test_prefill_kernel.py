@@ -56,14 +56,14 @@ def paths_agree(cpu_bound: float) -> float:
 # with one 128-row tile (far fewer programs), except where a test sets a launch itself (each
 # production configuration has its own test). On a GPU every call uses the production ones.
 INTERPRETER_LAUNCH = sub.Launch(block_v=64, warps=4, stages=2)
-INTERPRETER_WALK = ((1, 1 << 62, sub.WalkLaunch(block_v=D, warps=1, tile=1)),
-                    (1 << 62, 1 << 62, sub.WalkLaunch(block_v=D, warps=1, tile=4)))
+INTERPRETER_WALK = (sub.WalkRow(1, None, sub.WalkLaunch(block_v=D, warps=1, tile=1)),
+                    sub.WalkRow(None, None, sub.WalkLaunch(block_v=D, warps=1, tile=4)))
 
 
 @pytest.fixture(autouse=True)
 def _interpreter_launches(monkeypatch):
     if DEVICE == "cpu":
-        monkeypatch.setattr(sub, "PASS_TABLE", ((1 << 62, INTERPRETER_LAUNCH),))
+        monkeypatch.setattr(sub, "PASS_TABLE", (sub.PassRow(None, INTERPRETER_LAUNCH),))
         monkeypatch.setattr(sub, "SUMMARY_LAUNCH", INTERPRETER_LAUNCH)
         monkeypatch.setattr(sub, "FIXUP_LAUNCH", INTERPRETER_LAUNCH)
         monkeypatch.setattr(sub, "WALK_TABLE", INTERPRETER_WALK)
@@ -202,7 +202,7 @@ def test_every_production_launch(name, device, monkeypatch):
     onto small calls with spans: several sequences, and one."""
     launch = PRODUCTION_LAUNCHES[name]
     if name.startswith("pass"):
-        monkeypatch.setattr(sub, "PASS_TABLE", ((1 << 62, launch),))
+        monkeypatch.setattr(sub, "PASS_TABLE", (sub.PassRow(None, launch),))
     else:
         monkeypatch.setattr(sub, name.upper() + "_LAUNCH", launch)
     _force_spans(monkeypatch, 1)
@@ -375,7 +375,7 @@ PRODUCTION_WALKS = [launch for _, _, launch in sub.WALK_TABLE]
 @pytest.mark.parametrize("row", range(len(PRODUCTION_WALKS)))
 def test_every_production_walk_launch(row, device, monkeypatch):
     """Each row of WALK_TABLE, forced onto a small call (a few programs' worth in the interpreter)."""
-    monkeypatch.setattr(sub, "WALK_TABLE", ((1 << 62, 1 << 62, PRODUCTION_WALKS[row]),))
+    monkeypatch.setattr(sub, "WALK_TABLE", (sub.WalkRow(None, None, PRODUCTION_WALKS[row]),))
     call_and_check([2] if DEVICE == "cpu" else [9, 0, 3, 1], True, "float", SEED + 950 + row, device, f"walk row {row}")
 
 

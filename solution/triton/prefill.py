@@ -645,10 +645,17 @@ SPAN_PIECES = 32
 # The span pass by the number of (sequence, span) pieces of its grid: (largest count, Launch).
 # Few pieces: latency-bound, narrow tiles; many: throughput-bound, wide tiles (each program
 # loads a block's operands once for BV columns).
+class PassRow(NamedTuple):
+    """A row of PASS_TABLE: grids of up to max_pieces (sequence, span) pieces (None: any
+    number, the last row) run the span pass with `launch`."""
+    max_pieces: int | None
+    launch: Launch
+
+
 PASS_TABLE = (
-    (4, Launch(block_v=16, warps=4, stages=3)),
-    (8, Launch(block_v=32, warps=4, stages=2)),
-    (1 << 62, Launch(block_v=64, warps=4, stages=2)),
+    PassRow(max_pieces=4, launch=Launch(block_v=16, warps=4, stages=3)),
+    PassRow(max_pieces=8, launch=Launch(block_v=32, warps=4, stages=2)),
+    PassRow(max_pieces=None, launch=Launch(block_v=64, warps=4, stages=2)),
 )
 SUMMARY_LAUNCH = Launch(block_v=64, warps=4, stages=2)
 FIXUP_LAUNCH = Launch(block_v=16, warps=8, stages=3)
@@ -661,15 +668,22 @@ class WalkLaunch(NamedTuple):
     tile: int
 
 
-# The token walk by the call's mean sequence length and its number of (sequence, value head)
-# pairs: (largest mean length, largest pair count, WalkLaunch), the first row that fits.
+class WalkRow(NamedTuple):
+    """A row of WALK_TABLE: calls whose mean sequence length (rounded up) is at most
+    max_mean_length and whose (sequence, value head) pairs number at most max_pairs (None:
+    no bound) walk with `launch`; the first row that fits."""
+    max_mean_length: int | None
+    max_pairs: int | None
+    launch: WalkLaunch
+
+
 # One-token sequences: no tiles, and decode's tiles at large batch; longer ones: tiles of
 # tokens, narrow state tiles for one sequence (more programs, a shorter chain per token).
 WALK_TABLE = (
-    (1, 32, WalkLaunch(block_v=2, warps=1, tile=1)),
-    (1, 1 << 62, WalkLaunch(block_v=16, warps=1, tile=1)),
-    (1 << 62, 8, WalkLaunch(block_v=2, warps=1, tile=8)),
-    (1 << 62, 1 << 62, WalkLaunch(block_v=4, warps=1, tile=4)),
+    WalkRow(max_mean_length=1, max_pairs=32, launch=WalkLaunch(block_v=2, warps=1, tile=1)),
+    WalkRow(max_mean_length=1, max_pairs=None, launch=WalkLaunch(block_v=16, warps=1, tile=1)),
+    WalkRow(max_mean_length=None, max_pairs=8, launch=WalkLaunch(block_v=2, warps=1, tile=8)),
+    WalkRow(max_mean_length=None, max_pairs=None, launch=WalkLaunch(block_v=4, warps=1, tile=4)),
 )
 
 
@@ -691,7 +705,7 @@ def _on_device(launch, device):
 
 def _pass_launch(pieces, device):
     """The span pass's Launch for a grid of `pieces` (sequence, span) pieces."""
-    return _on_device(next(launch for most, launch in PASS_TABLE if pieces <= most), device)
+    return _on_device(next(launch for most, launch in PASS_TABLE if _within(pieces, most)), device)
 
 
 def _span_plan(total, num_seqs):
@@ -713,7 +727,12 @@ def _walks(total, num_seqs):
 def _walk_launch(total, num_seqs):
     """The token walk's WalkLaunch for T tokens in N sequences (WALK_TABLE)."""
     mean, pairs = triton.cdiv(total, num_seqs), num_seqs * NUM_V_HEADS
-    return next(launch for longest, most, launch in WALK_TABLE if mean <= longest and pairs <= most)
+    return next(launch for longest, most, launch in WALK_TABLE if _within(mean, longest) and _within(pairs, most))
+
+
+def _within(value, bound):
+    """value <= bound, a bound of None meaning none."""
+    return bound is None or value <= bound
 
 
 def _expected(total, num_seqs):
