@@ -53,7 +53,7 @@ Kernels (C = 32):
 The walks (_walk) keep the state in float32 registers and multiply in tf32 (operands rounded
 to nearest first, see _tf32).
 
-Short calls (a few hundred tokens at most, or short sequences on average: _walks) skip all
+Short calls (at most WALK_MAX_TOKENS tokens, or short sequences on average: _walks) skip all
 of that: `_token_walk_kernel` runs the recurrence token by token, as decode does, one program
 per (BV rows of the state, sequence, value head), in one launch.
 
