@@ -2,6 +2,8 @@
 this checkout as the project (gdn_bench.paths.use_project).
 
 GDN_TEST_DEVICE=cuda runs the same tests on a GPU (compiled kernels, no interpreter).
+Under pytest-xdist (one worker per core) each worker computes on one thread: a second
+intra-op thread per worker only contends for the same cores.
 GDN_TEST_SEED=N replays a run; the seed in use is printed in the header. Test modules take
 DEVICE, SEED and the shared helpers from tests/helpers.py (or the `device` fixture).
 """
@@ -13,6 +15,8 @@ if os.environ.get("GDN_TEST_DEVICE", "cpu") == "cpu":
     os.environ["TRITON_INTERPRET"] = "1"  # must precede the first import of triton
 # Set in the environment so that pytest-xdist workers (started later) share it.
 os.environ.setdefault("GDN_TEST_SEED", str(secrets.randbits(31)))
+if "PYTEST_XDIST_WORKER" in os.environ:  # before torch and numpy start their thread pools
+    os.environ["OMP_NUM_THREADS"] = "1"
 
 import pytest  # noqa: E402
 

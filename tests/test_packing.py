@@ -22,7 +22,17 @@ SOURCES = solution_dir(ROOT, "triton")
 
 
 def _run(*args):
+    """The script as a command: a process of its own."""
     return subprocess.run([sys.executable, str(SCRIPT), *map(str, args)], capture_output=True, text=True)
+
+
+def _main(capsys, *args) -> tuple[int, str]:
+    """The script's main in this process (argument errors included): (exit status, stderr)."""
+    try:
+        code = pack_script.main(list(map(str, args)))
+    except SystemExit as e:
+        code = e.code
+    return code, capsys.readouterr().err
 
 
 def test_round_trip(tmp_path):
@@ -67,13 +77,13 @@ def _config(tmp_path, text):
     ids=["no-name", "no-author", "no-entry-point", "no-dps", "no-language", "no-build", "other-definition",
          "undefined-function", "missing-file", "entry-without-function", "bad-toml"],
 )
-def test_config_errors(tmp_path, edit, message):
+def test_config_errors(tmp_path, edit, message, capsys):
     path = _config(tmp_path, edit(GOOD_CONFIG))
     with pytest.raises(PackError, match=message):
         pack(read_config(path, definition="gdn_decode_qk4_v8_d128_k_last"), SOURCES)
-    result = _run("--config", path, "-o", tmp_path / "out.json")
-    assert result.returncode == 2
-    assert result.stderr.startswith("pack_solution: error:") and not (tmp_path / "out.json").exists()
+    code, stderr = _main(capsys, "--config", path, "-o", tmp_path / "out.json")
+    assert code == 2
+    assert stderr.startswith("pack_solution: error:") and not (tmp_path / "out.json").exists()
 
 
 def test_missing_config_file(tmp_path):
@@ -81,14 +91,14 @@ def test_missing_config_file(tmp_path):
         read_config(tmp_path / "absent.toml")
 
 
-def test_empty_source_file_is_rejected(tmp_path):
+def test_empty_source_file_is_rejected(tmp_path, capsys):
     src = tmp_path / "src"
     shutil.copytree(SOURCES, src)
     (src / "helpers.py").write_text("\n")
     with pytest.raises(PackError, match=r"helpers.py: empty source file"):
         pack(read_config(CONFIG_PATH), src)
-    result = _run("--source-dir", src, "-o", tmp_path / "out.json")
-    assert result.returncode == 2 and "empty source file" in result.stderr
+    code, stderr = _main(capsys, "--source-dir", src, "-o", tmp_path / "out.json")
+    assert code == 2 and "empty source file" in stderr
 
 
 def test_unknown_language_section(tmp_path):
