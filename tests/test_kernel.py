@@ -2,12 +2,10 @@
 
 211 random calls per run (at batch sizes 1, 2, 3, 4, 7, 16, 33, 64 and 128; each batch row
 mixes the gate regimes; state present or None; four kinds of scale), each with its own seed
-from the run's. In Triton's interpreter a call costs about 5 ms per program whatever its
-tile, and the production LAUNCH_TABLE runs 32 programs per (row, head) at small batch; so on
-CPU these calls run with INTERPRETER_TABLE, two 64-row tiles per head (a configuration the
-tuner also considers), 16 times fewer programs. The batches from 33 up (LARGE_GRID) only
-make the grid larger, which matters on a GPU alone: on CPU they are skipped, the 204 others
-run. Every row of the production table is checked on its own
+from the run's. On CPU these calls run with helpers.interpreter_table (two 64-row tiles per
+head, 16 times fewer programs than the production table at small batch), and the batches
+from 33 up (LARGE_GRID), which only make the grid larger, a GPU concern, are skipped: 204
+calls run there. Every row of the production table is checked on its own
 (test_every_launch_configuration); on a GPU every call uses it.
 """
 
@@ -17,11 +15,10 @@ import pytest
 import torch
 
 from gdn_bench.algos import load_module
-from helpers import DEVICE, KERNEL_PATH, SEED, call_and_check
+from helpers import DEVICE, KERNEL_PATH, SEED, call_and_check, interpreter_table
 
 sub = load_module(KERNEL_PATH, "gdn_submission")
 
-INTERPRETER_TABLE = (sub.LaunchRow(max_batch=None, block_v=64, warps=1),)
 SCALES = ("none", "zero", "float", "tensor")
 # 211 calls: small batches carry most cases (each row mixes the four gate regimes), larger
 # ones cover large grids.
@@ -49,10 +46,9 @@ def _scale(kind: str, seed: int, device: str):
 @pytest.mark.parametrize("case", range(len(CASES)), ids=_case_id)
 def test_matches_float64_reference(case, device, monkeypatch):
     batch, with_state, scale_kind = CASES[case]
-    if DEVICE == "cpu":
-        if batch >= LARGE_GRID:
-            pytest.skip(f"B={batch}: a larger grid of the same programs, a GPU concern")
-        monkeypatch.setattr(sub, "LAUNCH_TABLE", INTERPRETER_TABLE)
+    if DEVICE == "cpu" and batch >= LARGE_GRID:
+        pytest.skip(f"B={batch}: a larger grid of the same programs, a GPU concern")
+    interpreter_table(sub, monkeypatch)
     scale = _scale(scale_kind, SEED + case, device)
     call_and_check(sub.kernel, batch, with_state, scale, SEED + case, device, f"scale={scale_kind}")
 
@@ -67,9 +63,8 @@ def test_every_launch_configuration(row, device, monkeypatch):
 
 def test_in_place_state_update(device, monkeypatch):
     """new_state may be the state tensor itself (each program reads its tile before writing;
-    on CPU with INTERPRETER_TABLE's tiles)."""
-    if DEVICE == "cpu":
-        monkeypatch.setattr(sub, "LAUNCH_TABLE", INTERPRETER_TABLE)
+    on CPU with helpers.interpreter_table's tiles)."""
+    interpreter_table(sub, monkeypatch)
     call_and_check(sub.kernel, 3, True, None, SEED + 2000, device, "in place", in_place=True)
 
 
