@@ -2,14 +2,14 @@
 variant of the prefill submission) on inputs of one shape, on the GPU.
 
 Shapes: decode takes the batch size B; prefill the sequence lengths, either T tokens split
-evenly over N sequences (gdn_bench.definitions.prefill.bench.even_lengths) or an explicit list (say
+evenly over N sequences (gdn_bench.prefill_bench.even_lengths) or an explicit list (say
 1,8191). Inputs are drawn from the seed: decode as flashinfer-bench draws `random` ones
-(gdn_bench.definitions.decode.bench.decode_inputs), prefill model-like (unit-norm keys,
+(gdn_bench.decode_bench.decode_inputs), prefill model-like (unit-norm keys,
 gdn_bench.definitions.prefill.mix.model_like_inputs), as bench_kernel and bench_prefill draw them.
 
 An algorithm is packed and built as the harness builds it and called as the evaluator calls
 it (gdn_bench.checking.SolutionCall). A variant is prefill.py loaded afresh with some of its
-settings changed (gdn_bench.definitions.prefill.variants), its entry point called on outputs
+settings changed (gdn_bench.prefill_variants), its entry point called on outputs
 allocated once, as a destination-passing call.
 """
 
@@ -24,10 +24,10 @@ from flashinfer_bench.compile import BuilderRegistry
 
 from gdn_bench.checking import SolutionCall
 from gdn_bench.definitions import DefinitionSpec, resolve
-from gdn_bench.definitions.decode.bench import decode_inputs
-from gdn_bench.definitions.prefill.bench import even_lengths
+from gdn_bench.decode_bench import decode_inputs
+from gdn_bench.prefill_bench import even_lengths
 from gdn_bench.definitions.prefill.mix import model_like_inputs
-from gdn_bench.definitions.prefill.variants import load_variant
+from gdn_bench.prefill_variants import load_variant
 
 MAX_LENGTHS_IN_NAME = 8  # more sequence lengths than this: a file name carries their hash
 

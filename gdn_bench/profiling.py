@@ -37,14 +37,14 @@ from gdn_bench import kernel_breakdown, ncu_summary, proton_lines
 from gdn_bench.arguments import (add_root_argument, chosen_project, definition_name, output_folder, positive_int,
                                  seed)
 from gdn_bench.definitions import DEFINITIONS, resolve
-from gdn_bench.definitions.prefill.bench import even_lengths
-from gdn_bench.definitions.prefill.variants import parse_config
+from gdn_bench.prefill_bench import even_lengths
+from gdn_bench.prefill_variants import parse_config
 from gdn_bench.paths import checkout_of
 from gdn_bench.profile_target import Target, build_call
 
 MODES = ("breakdown", "ncu", "proton")
 DEFAULT_BATCH, DEFAULT_TOKENS, DEFAULT_SEQS = 64, 8192, 1
-VARIANT_DEFINITION = "prefill"  # --config loads prefill.py (gdn_bench.definitions.prefill.variants)
+VARIANT_DEFINITION = "prefill"  # --config loads prefill.py (gdn_bench.prefill_variants)
 
 
 def _config(text: str) -> dict:

@@ -13,7 +13,7 @@ import sys
 import torch
 
 from gdn_bench.arguments import add_root_argument, chosen_project, output_folder, positive_ints
-from gdn_bench.definitions.decode.bench import BATCH_SIZES, bench, format_rows
+from gdn_bench.decode_bench import BATCH_SIZES, bench, format_rows
 from gdn_bench.definitions.decode.definition import DECODE, LIBRARY
 from gdn_bench.paths import checkout_of
 from gdn_bench.plots import kernel_time_plot

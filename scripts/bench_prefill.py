@@ -1,7 +1,7 @@
 """Kernel-level prefill table: the submission (solution/triton/prefill.py) against fi-baseline
 and fla-chunk, side by side, per call shape: CUPTI span (cold L2, the contest's measure), kernel
 sum and CUDA-graph replay, with determinism and worst margins
-(gdn_bench/definitions/prefill/bench.py says what each column is). Needs a GPU.
+(gdn_bench/prefill_bench.py says what each column is). Needs a GPU.
 
     python scripts/bench_prefill.py                       # the default shapes (DEFAULT_SHAPES)
     python scripts/bench_prefill.py --seq-lens 6,64 --num-seqs 1,4   # a T x N grid, split evenly
@@ -9,7 +9,7 @@ sum and CUDA-graph replay, with determinism and worst margins
     python scripts/bench_prefill.py --config NAME=VALUE,...  # also a variant of prefill.py
 
 Each --config times another variant of prefill.py with those settings (the ones it takes:
-gdn_bench/definitions/prefill/variants.py, CONFIG_NAMES). Writes
+gdn_bench/prefill_variants.py, CONFIG_NAMES). Writes
 bench_prefill.json and bench_prefill.txt under --out (default results/bench_prefill).
 """
 
@@ -20,9 +20,9 @@ import sys
 import torch
 
 from gdn_bench.arguments import add_root_argument, chosen_project, output_folder, positive_ints
-from gdn_bench.definitions.prefill.bench import NUM_SEQS, SEQ_LENS, bench, default_shapes, even_lengths, format_rows, grid
+from gdn_bench.prefill_bench import NUM_SEQS, SEQ_LENS, bench, default_shapes, even_lengths, format_rows, grid
 from gdn_bench.definitions.prefill.definition import PREFILL
-from gdn_bench.definitions.prefill.variants import parse_config
+from gdn_bench.prefill_variants import parse_config
 from gdn_bench.paths import checkout_of
 
 

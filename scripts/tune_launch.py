@@ -14,9 +14,9 @@ import sys
 import torch
 
 from gdn_bench.arguments import add_root_argument, checked, chosen_project, output_file, positive_ints
-from gdn_bench.definitions.decode.bench import BATCH_SIZES
+from gdn_bench.decode_bench import BATCH_SIZES
 from gdn_bench.definitions.decode.definition import DECODE
-from gdn_bench.definitions.decode.tuning import best_table, sweep, write_launch_table
+from gdn_bench.decode_tuning import best_table, sweep, write_launch_table
 from gdn_bench.paths import checkout_of
 
 

@@ -1,13 +1,13 @@
-"""The launch-table logic of scripts/tune_launch.py (gdn_bench.definitions.decode.tuning; the sweep itself
+"""The launch-table logic of scripts/tune_launch.py (gdn_bench.decode_tuning; the sweep itself
 needs a GPU), and the pieces of scripts/bench_kernel.py that run without one."""
 
 import pytest
 import torch
 
-from gdn_bench.definitions.decode import bench as kernel_bench
+from gdn_bench import decode_bench as kernel_bench
 from gdn_bench.algos import load_module
 from gdn_bench.definitions.decode.definition import build_definition
-from gdn_bench.definitions.decode.tuning import best_table, read_launch_table, valid_configs, write_launch_table
+from gdn_bench.decode_tuning import best_table, read_launch_table, valid_configs, write_launch_table
 from gdn_bench.signature import empty_outputs, random_inputs
 from helpers import KERNEL_PATH
 

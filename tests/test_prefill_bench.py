@@ -8,8 +8,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from gdn_bench.definitions.prefill import bench as prefill_bench
-from gdn_bench.definitions.prefill import variants
+from gdn_bench import prefill_bench
+from gdn_bench import prefill_variants as variants
 from helpers import ROOT
 
 

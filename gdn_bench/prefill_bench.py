@@ -16,7 +16,7 @@ kernel (solution/triton/kernel.py) at batch size N, the same work for one token 
 outputs; and ours' worst margin (gdn_bench.checking.worst_margin, over both outputs) against
 the float64 reference and against the definition's float32 reference.
 
-Variants (gdn_bench.definitions.prefill.variants): each `--config NAME=VALUE,...` is prefill.py
+Variants (gdn_bench.prefill_variants): each `--config NAME=VALUE,...` is prefill.py
 loaded afresh with those settings, timed beside the others.
 """
 
@@ -28,11 +28,11 @@ from flashinfer_bench.compile.builder import BuildError
 from tqdm import tqdm
 
 from gdn_bench.checking import worst_margin
-from gdn_bench.definitions.decode.bench import decode_inputs, decode_outputs, load_submission
+from gdn_bench.decode_bench import decode_inputs, decode_outputs, load_submission
 from gdn_bench.definitions.prefill.definition import LIBRARY, PREFILL, TOKEN_LOOP
 from gdn_bench.definitions.prefill.mix import model_like_inputs
 from gdn_bench.definitions.prefill.reference import gdn_prefill, run
-from gdn_bench.definitions.prefill.variants import load_variant, variant_label
+from gdn_bench.prefill_variants import load_variant, variant_label
 from gdn_bench.roles import BASELINE
 from gdn_bench.signature import empty_outputs
 from gdn_bench.timing import graph_replay_us, kernel_times_us

@@ -11,7 +11,7 @@ import statistics
 
 from tqdm import tqdm
 
-from gdn_bench.definitions.decode.bench import BATCH_SIZES, decode_inputs, decode_outputs, errors, load_submission
+from gdn_bench.decode_bench import BATCH_SIZES, decode_inputs, decode_outputs, errors, load_submission
 from gdn_bench.definitions.decode.definition import DECODE
 from gdn_bench.shapes import HEAD_SIZE
 from gdn_bench.timing import kernel_time_us
