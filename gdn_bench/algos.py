@@ -7,7 +7,10 @@ whose entry file does not exist yet reports why through `Algo.unavailable()`; th
 skips it with that line.
 """
 
+import importlib
+import importlib.machinery
 import importlib.util
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -103,8 +106,21 @@ def resolve(algos: dict[str, Algo], spec: str) -> list[Algo]:
 
 
 def load_module(path: Path, name: str) -> ModuleType:
-    """Import a source file as a module (solution folders are not packages)."""
+    """Import a source file as a module of its own (a script, a baseline's main.py)."""
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def load_solution_file(path: Path, package: str) -> ModuleType:
+    """Import a solution's source file as flashinfer-bench's builder does: as a module of a
+    package made of its folder, so that its relative imports (`from .shared import ...`) find
+    the files beside it. `package` names that package, afresh: a package of that name
+    imported before is dropped first, with its modules."""
+    for name in [m for m in sys.modules if m == package or m.startswith(package + ".")]:
+        del sys.modules[name]
+    spec = importlib.machinery.ModuleSpec(package, None, is_package=True)
+    spec.submodule_search_locations = [str(Path(path).parent)]
+    sys.modules[package] = importlib.util.module_from_spec(spec)
+    return importlib.import_module(f"{package}.{Path(path).stem}")

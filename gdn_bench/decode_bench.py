@@ -13,7 +13,7 @@ import torch
 from flashinfer_bench.compile import BuilderRegistry
 from tqdm import tqdm
 
-from gdn_bench.algos import load_module
+from gdn_bench.algos import load_solution_file
 from gdn_bench.definitions.decode.definition import DECODE, LIBRARY, build_definition
 from gdn_bench.definitions.decode.reference import gdn_decode
 from gdn_bench.roles import BASELINE
@@ -30,7 +30,7 @@ COLUMNS = (("B", "batch_size", "d"), ("ours µs", "ours_us", ".2f"), ("floor µs
 
 def load_submission():
     """The decode submission's kernel.py (of the project checkout) as a module."""
-    return load_module(DECODE.submission_entry(), "gdn_submission")
+    return load_solution_file(DECODE.submission_entry(), "gdn_submission")
 
 
 def decode_inputs(batch: int, seed: int = 0) -> dict:

@@ -9,7 +9,7 @@ SUMMARY_LAUNCH=(64,4,2)). Its tables (PASS_TABLE, WALK_TABLE) are edited in the 
 
 import ast
 
-from gdn_bench.algos import load_module
+from gdn_bench.algos import load_solution_file
 from gdn_bench.definitions.prefill.definition import PREFILL
 
 CONFIG_NAMES = ("CHUNK", "PREP_WARPS", "WALK_MAX_TOKENS", "WALK_MAX_MEAN_LENGTH", "SPAN_MIN_TOKENS",
@@ -53,7 +53,7 @@ def load_variant(config: dict, index: int):
     """prefill.py loaded afresh with `config`'s settings set (each must be one of
     CONFIG_NAMES, in the module, and of its value's form)."""
     entry = PREFILL.submission_entry()
-    module = load_module(entry, f"gdn_prefill_variant_{index}")
+    module = load_solution_file(entry, f"gdn_prefill_variant_{index}")
     for name, value in config.items():
         if name not in CONFIG_NAMES or not hasattr(module, name):
             raise ValueError(f"{entry.name} has no setting {name!r} that --config takes ({', '.join(CONFIG_NAMES)})")
