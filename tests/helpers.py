@@ -25,6 +25,7 @@ DEVICE = os.environ.get("GDN_TEST_DEVICE", "cpu")  # conftest: Triton's interpre
 SEED = int(os.environ["GDN_TEST_SEED"])  # set by conftest: fresh per run unless given
 ALLOWED_THIRD_PARTY = {"torch", "triton"}  # what a submission may import besides the standard library
 KERNEL_PATH = ROOT / "solution" / "triton" / "kernel.py"
+TMA_PATH = KERNEL_PATH.parent / "kernel_tma.py"
 HQ, HV, D = NUM_Q_HEADS, NUM_V_HEADS, HEAD_SIZE
 # bf16 rounding of the output: round-to-nearest on a GPU (half an ulp, 2^-8 relative);
 # Triton's interpreter truncates float32 -> bfloat16 instead (up to a whole ulp, 2^-7).
@@ -172,11 +173,16 @@ def non_contiguous(t: torch.Tensor) -> torch.Tensor:
 
 
 def imported_roots(path: Path):
-    """The top-level package of every import in a Python file (relative imports fail)."""
+    """The top-level package of every absolute import in a Python file. A relative import
+    must name a file beside it (`from .shared import x`, `from . import shared`): one that is
+    packed with it."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             yield from (alias.name.split(".")[0] for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            assert node.level == 0, f"relative import in {path}"
+        elif isinstance(node, ast.ImportFrom) and node.level == 0:
             yield node.module.split(".")[0]
+        elif isinstance(node, ast.ImportFrom):
+            siblings = [node.module] if node.module else [alias.name for alias in node.names]
+            assert node.level == 1 and all((path.parent / f"{name}.py").is_file() for name in siblings), \
+                f"{path.name}: {ast.unparse(node)} does not import a file beside it"

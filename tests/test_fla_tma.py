@@ -1,4 +1,4 @@
-"""fla-tma (solution/triton_tma/kernel.py): the float64 reference and the sm_90+ requirement
+"""fla-tma (solution/triton/kernel_tma.py): the float64 reference and the sm_90+ requirement
 (its argument checks are test_validation's, its imports test_self_contained's).
 
 Triton's interpreter emulates tensor descriptors, so on CPU (TRITON_INTERPRET=1) the TMA
@@ -9,11 +9,10 @@ covers batches up to 512.
 import pytest
 import torch
 
-from gdn_bench.algos import load_module
-from helpers import DEVICE, ROOT, SEED, call_and_check, draw_inputs, poisoned_outputs
+from gdn_bench.algos import load_solution_file
+from helpers import DEVICE, SEED, TMA_PATH, call_and_check, draw_inputs, poisoned_outputs
 
-TMA_PATH = ROOT / "solution" / "triton_tma" / "kernel.py"
-tma = load_module(TMA_PATH, "gdn_fla_tma")
+tma = load_solution_file(TMA_PATH, "gdn_fla_tma")
 
 BATCHES = (1, 3, 16, 64, 128, 512) if DEVICE == "cuda" else (1, 3, 16)
 SCALES = (None, 0.0, 0.0625)
@@ -37,7 +36,7 @@ def test_in_place_state_update(device):
 
 
 def test_refuses_cpu_without_interpreter(monkeypatch):
-    monkeypatch.setattr(tma, "_INTERPRETED", False)
+    monkeypatch.setattr(tma, "INTERPRETED", False)
     inputs = draw_inputs(1, torch.Generator().manual_seed(0), "cpu")
     output, new_state = poisoned_outputs(1, "cpu")
     with pytest.raises(RuntimeError, match=r"^fla-tma needs TMA \(sm_90\+\); the tensors are on cpu"):

@@ -1,11 +1,13 @@
 """The launch-table logic of scripts/tune_launch.py (gdn_bench.decode_tuning; the sweep itself
 needs a GPU), and the pieces of scripts/bench_kernel.py that run without one."""
 
+import shutil
+
 import pytest
 import torch
 
 from gdn_bench import decode_bench as kernel_bench
-from gdn_bench.algos import load_module
+from gdn_bench.algos import load_solution_file
 from gdn_bench.definitions.decode.definition import build_definition
 from gdn_bench.decode_tuning import best_table, read_launch_table, valid_configs, write_launch_table
 from gdn_bench.signature import empty_outputs, random_inputs
@@ -43,6 +45,7 @@ def test_write_launch_table_round_trip(tmp_path):
     path = tmp_path / "kernel.py"
     original = KERNEL_PATH.read_text()
     path.write_text(original)
+    shutil.copy(KERNEL_PATH.parent / "shared.py", tmp_path)  # what it imports
     table = [_row(8, 4, 1), _row(None, 32, 2)]
     write_launch_table(table, path)
     text = path.read_text()
@@ -52,7 +55,7 @@ def test_write_launch_table_round_trip(tmp_path):
     start = original.index("LAUNCH_TABLE = (")
     end = original.index("\n)\n", start) + 3
     assert text.replace(text[start:text.index("\n)\n", start) + 3], "") == original.replace(original[start:end], "")
-    module = load_module(path, "gdn_submission_tuned")
+    module = load_solution_file(path, "gdn_submission_tuned")
     assert module.LAUNCH_TABLE == (module.LaunchRow(8, 4, 1), module.LaunchRow(None, 32, 2))
 
 

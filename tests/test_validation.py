@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from gdn_bench.algos import load_module
+from gdn_bench.algos import load_module, load_solution_file
 from gdn_bench.shapes import DEFAULT_SCALE
-from helpers import (KERNEL_PATH, PREFILL_TENSOR_ARGS, ROOT, TENSOR_ARGS, interpreter_table, kernel_args,
+from helpers import (KERNEL_PATH, PREFILL_TENSOR_ARGS, TENSOR_ARGS, TMA_PATH, interpreter_table, kernel_args,
                      non_contiguous, prefill_kernel_args, wrong_dtype, wrong_shape)
 
 
@@ -34,15 +34,15 @@ class Submission:
 _DECODE = dict(args=kernel_args, tensors=TENSOR_ARGS, q_layout="[B, 1, 4, 128]", other_rank=lambda q: q[0],
                unnamed=frozenset({("q", "device")}))
 SUBMISSIONS = {
-    "fla-recurrent": Submission(load_module(KERNEL_PATH, "gdn_submission_validation"), **_DECODE),
-    "fla-tma": Submission(load_module(ROOT / "solution" / "triton_tma" / "kernel.py", "gdn_fla_tma_validation"),
-                          **_DECODE),
+    "fla-recurrent": Submission(load_solution_file(KERNEL_PATH, "gdn_submission_validation"), **_DECODE),
+    "fla-tma": Submission(load_solution_file(TMA_PATH, "gdn_fla_tma_validation"), **_DECODE),
     "triton-chunked": Submission(
         load_module(KERNEL_PATH.parent / "prefill.py", "gdn_prefill_validation"), prefill_kernel_args,
         PREFILL_TENSOR_ARGS, "[T, 4, 128]",
         lambda q: q[None], frozenset((n, c) for n in ("q", "cu_seqlens") for c in ("device", "shape"))),
 }
 sub, prefill = SUBMISSIONS["fla-recurrent"].module, SUBMISSIONS["triton-chunked"].module
+shared = load_solution_file(KERNEL_PATH.parent / "shared.py", "gdn_shared_validation")
 CORRUPTIONS = {
     "shape": wrong_shape,
     "dtype": wrong_dtype,
@@ -119,13 +119,13 @@ def test_bad_scale_is_named(submission, scale, device):
         s.module.kernel(**dict(s.args(device), scale=make(device)))
 
 
-@pytest.mark.parametrize("submission", SUBMISSIONS)
 @pytest.mark.parametrize("scale", [np.float32(0.15), np.float64(0.15), Fraction(3, 20), 1, np.int64(0),
                                    torch.tensor(0.15)],
                          ids=["numpy-float32", "numpy-float64", "fraction", "int", "numpy-int-zero", "tensor"])
-def test_any_real_scale_is_that_number(submission, scale):
-    """A real number of any type is the same Python float (0 still means 1/sqrt(128))."""
-    assert SUBMISSIONS[submission].module._scale_value(scale) == (float(scale) or DEFAULT_SCALE)
+def test_any_real_scale_is_that_number(scale):
+    """A real number of any type is the same Python float (0 still means 1/sqrt(128)): the
+    scale rule of every submission file (shared.py)."""
+    assert shared.scale_value(scale) == (float(scale) or DEFAULT_SCALE)
 
 
 def test_a_numpy_scale_runs_like_a_float(device, monkeypatch):

@@ -17,24 +17,19 @@ One program handles a BV-row tile of one (b, h) state matrix: it reads the tile 
 writes it once, and computes both gates itself. ``state=None`` means S = 0 (nothing is
 read). ``scale`` of 0 or None means 1/sqrt(D).
 
-Only torch, triton and the standard library are imported: the official evaluator has
-nothing else.
+Only torch, triton, the standard library and the sibling module shared.py (packed with this
+file) are imported: the official evaluator has nothing else.
 """
 
 import functools
-import math
-import numbers
 import operator
-import os
 from typing import NamedTuple
 
 import torch
 import triton
 import triton.language as tl
 
-NUM_Q_HEADS = 4
-NUM_V_HEADS = 8
-HEAD_SIZE = 128
+from .shared import HEAD_SIZE, NUM_Q_HEADS, NUM_V_HEADS, Launcher, expect_all, scale_value, softplus
 
 
 class LaunchRow(NamedTuple):
@@ -51,19 +46,6 @@ LAUNCH_TABLE = (
     LaunchRow(max_batch=16, block_v=4, warps=1),
     LaunchRow(max_batch=None, block_v=16, warps=1),
 )
-
-
-@triton.jit
-def _softplus(x):
-    """softplus(x) = max(x, 0) + log1p(exp(-|x|)), exact for large |x| (no overflow)."""
-    y = tl.exp(-tl.abs(x))
-    u = 1.0 + y
-    # log1p(y) with no log1p primitive: log(u) plus the first-order correction for the
-    # rounding of u = 1 + y, log((1 + y) / u) ~ y - (u - 1) (dividing that by u in [1, 2]
-    # changes it by less than one ulp of the result). Accurate for all y in (0, 1],
-    # including y so small that u rounds to 1 (then it returns y).
-    log1p_y = tl.log(u) - ((u - 1.0) - y)
-    return tl.maximum(x, 0.0) + log1p_y
 
 
 @triton.jit
@@ -87,7 +69,7 @@ def _gdn_decode_kernel(
     v = tl.load(v_ptr + bh * D + offs_v).to(tl.float32)
 
     x = tl.load(a_ptr + bh).to(tl.float32) + tl.load(dt_bias_ptr + head)
-    g = tl.exp(-tl.exp(tl.load(A_log_ptr + head)) * _softplus(x))
+    g = tl.exp(-tl.exp(tl.load(A_log_ptr + head)) * softplus(x))
     beta = 1.0 / (1.0 + tl.exp(-tl.load(b_ptr + bh).to(tl.float32)))
 
     s_offs = bh.to(tl.int64) * (D * D) + offs_v[:, None] * D + offs_k[None, :]
@@ -111,10 +93,11 @@ def _gdn_decode_kernel(
 # matters (a harness that synchronizes every call, or a serving loop without CUDA graphs,
 # pays it). The checks are one cheap pass over the tensors that also collects their
 # pointers; only a failing call pays for the detailed messages. Launches after the first of
-# a configuration skip Triton's per-call binding (see _launch).
+# a configuration skip Triton's per-call binding (shared.Launcher).
 
-_ARG_NAMES = ("q", "k", "v", "state", "A_log", "a", "dt_bias", "b", "output", "new_state")
-_STATE = _ARG_NAMES.index("state")
+ARG_NAMES = ("q", "k", "v", "state", "A_log", "a", "dt_bias", "b", "output", "new_state")
+_STATE = ARG_NAMES.index("state")
+_launcher = Launcher(_gdn_decode_kernel)
 
 
 def _launch_config(batch, launch_table):
@@ -125,8 +108,8 @@ def _launch_config(batch, launch_table):
     raise AssertionError("LAUNCH_TABLE must end with an unbounded row (max_batch=None)")
 
 
-def _expected(batch):
-    """(shape, dtype) of each argument in _ARG_NAMES order at batch size `batch`."""
+def expected_arguments(batch):
+    """(shape, dtype) of each argument in ARG_NAMES order at batch size `batch`."""
     bf16, f32 = torch.bfloat16, torch.float32
     qk, heads = (batch, 1, NUM_Q_HEADS, HEAD_SIZE), (batch, 1, NUM_V_HEADS)
     state = (batch, NUM_V_HEADS, HEAD_SIZE, HEAD_SIZE)
@@ -138,12 +121,14 @@ def _expected(batch):
 @functools.lru_cache(maxsize=256)
 def _plan(batch, has_state, launch_table):
     """Everything a call at this batch size needs besides the tensors: the expected
-    (shape, dtype) per argument in _ARG_NAMES order, the grid, the constexpr arguments and
-    the warps. `launch_table` is part of the cache key so that a new LAUNCH_TABLE applies."""
+    (shape, dtype) per argument in ARG_NAMES order, the grid, the constexpr arguments as
+    (name, value) pairs and the warps. `launch_table` is part of the cache key so that a new
+    LAUNCH_TABLE applies."""
     block_v, num_warps = _launch_config(batch, launch_table)
-    grid = (HEAD_SIZE // block_v, batch * NUM_V_HEADS)
-    constexprs = (has_state, NUM_Q_HEADS, NUM_V_HEADS, HEAD_SIZE, block_v)
-    return _expected(batch), grid, constexprs, num_warps
+    grid = (HEAD_SIZE // block_v, batch * NUM_V_HEADS, 1)
+    constexprs = (("HAS_STATE", has_state), ("HQ", NUM_Q_HEADS), ("HV", NUM_V_HEADS), ("D", HEAD_SIZE),
+                  ("BV", block_v))
+    return expected_arguments(batch), grid, constexprs, num_warps
 
 
 def _pointers(tensors, expected, device):
@@ -165,47 +150,6 @@ def _pointers(tensors, expected, device):
     return ptrs
 
 
-def _expect(name, t, shape, dtype, device):
-    """Raise ValueError naming `name` unless `t` is a contiguous tensor of this shape, dtype
-    and device."""
-    if not isinstance(t, torch.Tensor):
-        raise ValueError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
-    if t.shape != shape:
-        raise ValueError(f"{name}: expected shape {list(shape)}, got {list(t.shape)}")
-    if t.dtype != dtype:
-        raise ValueError(f"{name}: expected dtype {dtype}, got {t.dtype}")
-    if t.device != device:
-        raise ValueError(f"{name}: expected device {device} (that of q), got {t.device}")
-    if not t.is_contiguous():
-        raise ValueError(f"{name}: expected a contiguous tensor")
-
-
-def _expect_all(tensors, expected, device):
-    """_expect for every argument, in _ARG_NAMES order, against its (shape, dtype) in
-    `expected`; state may be None."""
-    for name, t, (shape, dtype) in zip(_ARG_NAMES, tensors, expected):
-        if not (t is None and name == "state"):
-            _expect(name, t, shape, dtype, device)
-
-
-def _scale_value(scale):
-    """scale as a Python float: 0 or None mean 1/sqrt(D); a one-element float tensor is read;
-    any other real number (numpy's too) is taken as it is, but not a bool. A nonzero finite
-    Python float, what the evaluator passes, returns at the first test."""
-    if scale.__class__ is float and scale != 0.0 and math.isfinite(scale):
-        return scale
-    if scale is None:
-        return 1.0 / math.sqrt(HEAD_SIZE)
-    if isinstance(scale, torch.Tensor):
-        if scale.numel() != 1 or not scale.is_floating_point():
-            raise ValueError(f"scale: expected a one-element float tensor, got {scale.dtype} of shape {list(scale.shape)}")
-        scale = scale.item()
-    if isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not math.isfinite(scale):
-        raise ValueError(f"scale: expected a finite real number, 0 or None, got {scale!r}")
-    value = float(scale)
-    return value if value != 0.0 else 1.0 / math.sqrt(HEAD_SIZE)
-
-
 def kernel(q, k, v, state, A_log, a, dt_bias, b, scale, output, new_state):
     """DPS entry point: writes `output` [B,1,8,128] bf16 and `new_state` [B,8,128,128] f32.
 
@@ -219,64 +163,12 @@ def kernel(q, k, v, state, A_log, a, dt_bias, b, scale, output, new_state):
     expected, grid, constexprs, num_warps = _plan(batch, state is not None, LAUNCH_TABLE)
     ptrs = _pointers(tensors, expected, device)
     if ptrs is None:
-        _expect_all(tensors, expected, device)
-        raise AssertionError("_pointers and _expect_all disagree")
-    scale = _scale_value(scale)
+        expect_all(ARG_NAMES, tensors, expected, device)
+        raise AssertionError("_pointers and expect_all disagree")
+    scale = scale_value(scale)
     if batch == 0:
         return
     if state is None:  # the kernel reads nothing through this pointer when HAS_STATE is false
         tensors = tensors[:_STATE] + (new_state,) + tensors[_STATE + 1:]
-    _launch(grid, tensors, ptrs, scale, constexprs, num_warps)
-
-
-# Launching. Triton's per-call path (argument binding, specialization key, cache lookup, a
-# driver query per pointer) costs more host time than the kernel takes on the GPU at small
-# batch. After the first launch of a configuration, later ones call the compiled kernel's
-# launcher directly with raw pointers. That is valid while the arguments specialize the same
-# way: every pointer 16-byte aligned (as the compiled kernel assumes; tensors were checked
-# to be on q's device above) and no launch hook installed (profilers need the full path).
-_INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") == "1"
-_RUNTIME_KNOBS = getattr(getattr(triton, "knobs", None), "runtime", None)
-_compiled = {}  # (device index, constexprs, num_warps) -> (CompiledKernel, stream getter) or False
-
-
-def _hooks_installed():
-    """Whether a launch hook is set: profilers need Triton's full launch path (a hook is
-    assumed on Triton versions without `knobs`)."""
-    if _RUNTIME_KNOBS is None:
-        return True
-    enter, leave = _RUNTIME_KNOBS.launch_enter_hook, _RUNTIME_KNOBS.launch_exit_hook
-    return bool(getattr(enter, "calls", enter) or getattr(leave, "calls", leave))
-
-
-def _launch(grid, tensors, ptrs, scale, constexprs, num_warps):
-    key = (tensors[0].get_device(), constexprs, num_warps)
-    entry = _compiled.get(key)
     aligned = not functools.reduce(operator.or_, ptrs) & 15
-    if entry and aligned and not _hooks_installed():
-        compiled, stream_of = entry
-        compiled.run(grid[0], grid[1], 1, stream_of(key[0]), compiled.function, compiled.packed_metadata,
-                     None, None, None, *ptrs, scale, *constexprs)
-        return
-    has_state, hq, hv, d, bv = constexprs
-    compiled = _gdn_decode_kernel[grid](
-        *tensors, scale, HAS_STATE=has_state, HQ=hq, HV=hv, D=d, BV=bv, num_warps=num_warps,
-    )
-    if entry is None and aligned and not _INTERPRETED:
-        _compiled[key] = _direct_launcher(compiled, key[0], (*ptrs, scale, *constexprs))
-
-
-def _direct_launcher(compiled, device_index, args):
-    """(compiled kernel, stream getter) if its launcher takes `args` (every argument of the
-    kernel in order, constexprs included, tensors as raw pointers), else False.
-
-    Triton versions differ in the launcher's arguments. The probe launches an empty grid (the
-    launcher parses every argument, then skips a grid of size 0), so nothing runs twice; on
-    a mismatch the full path is kept for good."""
-    stream_of = triton.runtime.driver.active.get_current_stream
-    try:
-        compiled.run(0, 0, 0, stream_of(device_index), compiled.function, compiled.packed_metadata,
-                     None, None, None, *args)
-    except (TypeError, AttributeError, SystemError):
-        return False
-    return compiled, stream_of
+    _launcher.launch(grid, (*tensors, scale), constexprs, num_warps, q.get_device(), ((*ptrs, scale), aligned))

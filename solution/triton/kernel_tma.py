@@ -26,41 +26,22 @@ Design choices:
 
 ``state=None`` means S = 0 (nothing is read); ``scale`` of 0 or None means 1/sqrt(D).
 On CUDA GPUs below sm_90, or on CPU outside Triton's interpreter, the launcher raises
-RuntimeError. Only torch, triton and the standard library are imported.
+RuntimeError. Only torch, triton, the standard library and the sibling modules kernel.py (the
+decode call's arguments) and shared.py are imported. It lies beside the submission, so it is
+packed with it (unused there: the evaluator imports only the entry file and what it imports).
 """
-
-import math
-import numbers
-import os
 
 import torch
 import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-NUM_Q_HEADS = 4
-NUM_V_HEADS = 8
-HEAD_SIZE = 128
+from .kernel import ARG_NAMES, expected_arguments
+from .shared import HEAD_SIZE, INTERPRETED, NUM_Q_HEADS, NUM_V_HEADS, expect_all, scale_value, softplus
 
 BLOCK_V = 32     # state rows per TMA tile (a [32, 128] f32 tile is 16 KiB)
 NUM_STAGES = 3   # tiles in flight in the pipelined loop
 NUM_WARPS = 4
-
-# Whether Triton interprets kernels on the CPU (read when the kernel below is decorated).
-_INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") == "1"
-
-
-@triton.jit
-def _softplus(x):
-    """softplus(x) = max(x, 0) + log1p(exp(-|x|)), exact for large |x| (no overflow)."""
-    y = tl.exp(-tl.abs(x))
-    u = 1.0 + y
-    # log1p(y) with no log1p primitive: log(u) plus the first-order correction for the
-    # rounding of u = 1 + y, log((1 + y) / u) ~ y - (u - 1) (dividing that by u in [1, 2]
-    # changes it by less than one ulp of the result). Accurate for all y in (0, 1],
-    # including y so small that u rounds to 1 (then it returns y).
-    log1p_y = tl.log(u) - ((u - 1.0) - y)
-    return tl.maximum(x, 0.0) + log1p_y
 
 
 @triton.jit
@@ -79,7 +60,7 @@ def _gdn_decode_tma_kernel(
     k = tl.load(k_ptr + qk_row * D + offs_k).to(tl.float32)
     qk = tl.sum(q * k, axis=0)
     x = tl.load(a_ptr + bh).to(tl.float32) + tl.load(dt_bias_ptr + head)
-    g = tl.exp(-tl.exp(tl.load(A_log_ptr + head)) * _softplus(x))
+    g = tl.exp(-tl.exp(tl.load(A_log_ptr + head)) * softplus(x))
     beta = 1.0 / (1.0 + tl.exp(-tl.load(b_ptr + bh).to(tl.float32)))
 
     for tile in tl.range(0, D // BV, num_stages=STAGES):
@@ -96,67 +77,13 @@ def _gdn_decode_tma_kernel(
         tl.store(out_ptr + bh * D + offs_v, out.to(out_ptr.dtype.element_ty))
 
 
-_ARG_NAMES = ("q", "k", "v", "state", "A_log", "a", "dt_bias", "b", "output", "new_state")
-
-
-def _expected(batch):
-    """(shape, dtype) of each argument in _ARG_NAMES order at batch size `batch`."""
-    bf16, f32 = torch.bfloat16, torch.float32
-    qk, heads = (batch, 1, NUM_Q_HEADS, HEAD_SIZE), (batch, 1, NUM_V_HEADS)
-    state = (batch, NUM_V_HEADS, HEAD_SIZE, HEAD_SIZE)
-    specs = ((qk, bf16), (qk, bf16), (heads + (HEAD_SIZE,), bf16), (state, f32), ((NUM_V_HEADS,), f32),
-             (heads, bf16), ((NUM_V_HEADS,), f32), (heads, bf16), (heads + (HEAD_SIZE,), bf16), (state, f32))
-    return tuple((torch.Size(shape), dtype) for shape, dtype in specs)
-
-
-def _expect(name, t, shape, dtype, device):
-    """Raise ValueError naming `name` unless `t` is a contiguous tensor of this shape, dtype
-    and device."""
-    if not isinstance(t, torch.Tensor):
-        raise ValueError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
-    if t.shape != shape:
-        raise ValueError(f"{name}: expected shape {list(shape)}, got {list(t.shape)}")
-    if t.dtype != dtype:
-        raise ValueError(f"{name}: expected dtype {dtype}, got {t.dtype}")
-    if t.device != device:
-        raise ValueError(f"{name}: expected device {device} (that of q), got {t.device}")
-    if not t.is_contiguous():
-        raise ValueError(f"{name}: expected a contiguous tensor")
-
-
-def _expect_all(tensors, expected, device):
-    """_expect for every argument, in _ARG_NAMES order, against its (shape, dtype) in
-    `expected`; state may be None."""
-    for name, t, (shape, dtype) in zip(_ARG_NAMES, tensors, expected):
-        if not (t is None and name == "state"):
-            _expect(name, t, shape, dtype, device)
-
-
-def _scale_value(scale):
-    """scale as a Python float: 0 or None mean 1/sqrt(D); a one-element float tensor is read;
-    any other real number (numpy's too) is taken as it is, but not a bool. A nonzero finite
-    Python float, what the evaluator passes, returns at the first test."""
-    if scale.__class__ is float and scale != 0.0 and math.isfinite(scale):
-        return scale
-    if scale is None:
-        return 1.0 / math.sqrt(HEAD_SIZE)
-    if isinstance(scale, torch.Tensor):
-        if scale.numel() != 1 or not scale.is_floating_point():
-            raise ValueError(f"scale: expected a one-element float tensor, got {scale.dtype} of shape {list(scale.shape)}")
-        scale = scale.item()
-    if isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not math.isfinite(scale):
-        raise ValueError(f"scale: expected a finite real number, 0 or None, got {scale!r}")
-    value = float(scale)
-    return value if value != 0.0 else 1.0 / math.sqrt(HEAD_SIZE)
-
-
 def _require_tma(device):
     """Raise RuntimeError unless `device` is an sm_90+ GPU (or Triton interprets on CPU)."""
     if device.type == "cuda":
         major, minor = torch.cuda.get_device_capability(device)
         if major < 9:
             raise RuntimeError(f"fla-tma needs TMA (sm_90+); this GPU is sm_{major}{minor}")
-    elif not _INTERPRETED:
+    elif not INTERPRETED:
         raise RuntimeError(
             f"fla-tma needs TMA (sm_90+); the tensors are on {device}, not on a CUDA GPU "
             "(only Triton's interpreter, TRITON_INTERPRET=1, runs it elsewhere)"
@@ -180,8 +107,9 @@ def kernel(q, k, v, state, A_log, a, dt_bias, b, scale, output, new_state):
         got = f"shape {list(q.shape)}" if isinstance(q, torch.Tensor) else type(q).__name__
         raise ValueError(f"q: expected a [B, 1, {NUM_Q_HEADS}, {HEAD_SIZE}] tensor, got {got}")
     batch, device = q.shape[0], q.device
-    _expect_all((q, k, v, state, A_log, a, dt_bias, b, output, new_state), _expected(batch), device)
-    scale = _scale_value(scale)
+    tensors = (q, k, v, state, A_log, a, dt_bias, b, output, new_state)
+    expect_all(ARG_NAMES, tensors, expected_arguments(batch), device)
+    scale = scale_value(scale)
     _require_tma(device)
     if batch == 0:
         return

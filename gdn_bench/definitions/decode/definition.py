@@ -108,7 +108,7 @@ ALGOS = (
     Algo(LIBRARY, "flash-linear-attention fused_recurrent_gated_delta_rule", NAME, _config(LIBRARY),
          "baselines/decode/fla_lib", needs_gpu=True, requires=("fla",), extra="baselines"),
     Algo("fla-tma", "Triton variant: TMA tensor descriptors, pipelined loop over V-tiles", NAME,
-         _config("fla-tma", language="triton", entry="kernel.py::kernel", dps=True), "solution/triton_tma",
+         _config("fla-tma", language="triton", entry="kernel_tma.py::kernel", dps=True), "solution/triton",
          needs_gpu=True, min_compute_capability=(9, 0)),
     Algo("cuda-v1", "CUDA (TVM-FFI): one warp per block, lanes hold float4 columns of 8 rows", NAME,
          _config("cuda-v1", language="cuda", entry="kernel.cu::gdn_decode_v1", dps=True), "solution/cuda",

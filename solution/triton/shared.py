@@ -1,0 +1,180 @@
+"""What the Triton submission files share: head sizes, the in-kernel softplus, the argument
+checks, the scale rule and the fast launch path.
+
+The evaluator packs every top-level file of solution/triton/ into each submission and imports
+the entry file as a module of that package (flashinfer-bench's Python builder: 0.1.2 and
+main alike), so the entry files import this one relatively (`from .shared import ...`).
+Only torch, triton and the standard library are imported: the evaluator has nothing else.
+"""
+
+import functools
+import math
+import numbers
+import operator
+import os
+
+import torch
+import triton
+import triton.language as tl
+
+NUM_Q_HEADS = 4
+NUM_V_HEADS = 8
+HEAD_SIZE = 128
+
+# Whether Triton interprets kernels on the CPU (read when the kernels are decorated).
+INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") == "1"
+
+
+@triton.jit
+def softplus(x):
+    """softplus(x) = max(x, 0) + log1p(exp(-|x|)), exact for large |x| (no overflow)."""
+    y = tl.exp(-tl.abs(x))
+    u = 1.0 + y
+    # log1p(y) with no log1p primitive: log(u) plus the first-order correction for the
+    # rounding of u = 1 + y, log((1 + y) / u) ~ y - (u - 1) (dividing that by u in [1, 2]
+    # changes it by less than one ulp of the result). Accurate for all y in (0, 1],
+    # including y so small that u rounds to 1 (then it returns y).
+    log1p_y = tl.log(u) - ((u - 1.0) - y)
+    return tl.maximum(x, 0.0) + log1p_y
+
+
+def expect(name, t, shape, dtype, device):
+    """Raise ValueError naming `name` unless `t` is a contiguous tensor of this shape, dtype
+    and device."""
+    if not isinstance(t, torch.Tensor):
+        raise ValueError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
+    if t.shape != shape:
+        raise ValueError(f"{name}: expected shape {list(shape)}, got {list(t.shape)}")
+    if t.dtype != dtype:
+        raise ValueError(f"{name}: expected dtype {dtype}, got {t.dtype}")
+    if t.device != device:
+        raise ValueError(f"{name}: expected device {device} (that of q), got {t.device}")
+    if not t.is_contiguous():
+        raise ValueError(f"{name}: expected a contiguous tensor")
+
+
+def expect_all(names, tensors, expected, device):
+    """expect for every argument, named by `names`, against its (shape, dtype) in `expected`;
+    state may be None."""
+    for name, t, (shape, dtype) in zip(names, tensors, expected):
+        if not (t is None and name == "state"):
+            expect(name, t, shape, dtype, device)
+
+
+def scale_value(scale):
+    """scale as a Python float: 0 or None mean 1/sqrt(D); a one-element float tensor is read;
+    any other real number (numpy's too) is taken as it is, but not a bool. A nonzero finite
+    Python float, what the evaluator passes, returns at the first test."""
+    if scale.__class__ is float and scale != 0.0 and math.isfinite(scale):
+        return scale
+    if scale is None:
+        return 1.0 / math.sqrt(HEAD_SIZE)
+    if isinstance(scale, torch.Tensor):
+        if scale.numel() != 1 or not scale.is_floating_point():
+            raise ValueError(f"scale: expected a one-element float tensor, got {scale.dtype} of shape {list(scale.shape)}")
+        scale = scale.item()
+    if isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not math.isfinite(scale):
+        raise ValueError(f"scale: expected a finite real number, 0 or None, got {scale!r}")
+    value = float(scale)
+    return value if value != 0.0 else 1.0 / math.sqrt(HEAD_SIZE)
+
+
+# --- Launching --------------------------------------------------------------------------
+# Triton's per-call path (argument binding, specialization key, cache lookup, a driver query
+# per pointer) costs more host time than a small kernel takes on the GPU. After the first
+# launch of a configuration, later ones can call the compiled kernel's launcher directly
+# with raw pointers (docs/perf.md, decode item 4 and "Notes moved from the code").
+_RUNTIME_KNOBS = getattr(getattr(triton, "knobs", None), "runtime", None)
+
+
+def hooks_installed():
+    """Whether a launch hook is set: profilers need Triton's full launch path (a hook is
+    assumed on Triton versions without `knobs`)."""
+    if _RUNTIME_KNOBS is None:
+        return True
+    enter, leave = _RUNTIME_KNOBS.launch_enter_hook, _RUNTIME_KNOBS.launch_exit_hook
+    return bool(getattr(enter, "calls", enter) or getattr(leave, "calls", leave))
+
+
+def lowered(args):
+    """(args with every tensor as its data pointer, whether every such pointer is 16-byte
+    aligned): what Launcher.prepare launches with."""
+    raw = [a.data_ptr() if isinstance(a, torch.Tensor) else a for a in args]
+    pointers = [r for r, a in zip(raw, args) if isinstance(a, torch.Tensor)]
+    return raw, not functools.reduce(operator.or_, pointers, 0) & 15
+
+
+class Launcher:
+    """Launches one @triton.jit kernel whose constexpr parameters come last.
+
+    `launch` launches at once. `prepare` does all the work of a launch but the launch itself
+    and returns a function of no arguments that makes it, so that a call of several launches
+    can prepare them all first and then make them back to back (the host time between two
+    kernels is then only the launch). The first
+    launch of a configuration goes through Triton (which compiles it); later ones call the
+    compiled kernel's launcher directly with raw pointers, skipping Triton's per-call
+    argument binding. That is valid while the arguments specialize as on the first launch:
+    integer arguments marked do_not_specialize (or constant per configuration), every pointer
+    16-byte aligned (as the compiled kernel assumes), and no launch hook installed. A probe
+    with an empty grid checks once that the launcher takes these arguments (Triton versions
+    differ); if not, Triton's path stays for that configuration.
+    """
+
+    def __init__(self, fn):
+        self.fn = fn
+        # (device index, constexprs, warps) -> (CompiledKernel, stream getter, constexpr values),
+        # or False where the launcher does not take the arguments
+        self.compiled = {}
+
+    def prepare(self, grid, args, constexprs, num_warps, device_index, lowered_args=None):
+        """The launch of fn[grid](*args, **dict(constexprs), num_warps=num_warps) on device
+        `device_index` (grid: three sizes), as a function of no arguments. `constexprs`:
+        (name, value) pairs in parameter order (hashable: a caller may keep them).
+        `lowered_args`: what lowered(args) gives, where the caller has it at hand."""
+        raw, aligned = lowered_args or lowered(args)
+        key = (device_index, constexprs, num_warps)
+        entry = self.compiled.get(key)
+        if entry and aligned and not hooks_installed():
+            compiled, stream_of, values = entry
+            run, head = compiled.run, (*grid, stream_of(device_index), compiled.function, compiled.packed_metadata)
+            return lambda: run(*head, None, None, None, *raw, *values)
+        return lambda: self._through_triton(grid, args, constexprs, num_warps, key, raw, aligned)
+
+    def launch(self, grid, args, constexprs, num_warps, device_index, lowered_args=None):
+        """prepare(...)() with nothing made in between, for a call of one launch (the same
+        steps, inline: this is the whole host path of a small call)."""
+        raw, aligned = lowered_args or lowered(args)
+        key = (device_index, constexprs, num_warps)
+        entry = self.compiled.get(key)
+        if entry and aligned and not hooks_installed():
+            compiled, stream_of, values = entry
+            compiled.run(*grid, stream_of(device_index), compiled.function, compiled.packed_metadata, None, None, None,
+                         *raw, *values)
+        else:
+            self._through_triton(grid, args, constexprs, num_warps, key, raw, aligned)
+
+    def _through_triton(self, grid, args, constexprs, num_warps, key, raw, aligned):
+        """Launch through Triton; after the first launch of a configuration, keep its compiled
+        kernel for the direct path if its launcher takes these arguments."""
+        compiled = self.fn[grid](*args, **dict(constexprs), num_warps=num_warps)
+        if key not in self.compiled and aligned and not INTERPRETED:
+            values = tuple(value for _, value in constexprs)
+            stream_of = _direct_stream(compiled, key[0], (*raw, *values))
+            self.compiled[key] = stream_of and (compiled, stream_of, values)
+
+
+def _direct_stream(compiled, device_index, args):
+    """The stream getter to call the compiled kernel's launcher with, if that launcher takes
+    `args` (every argument of the kernel in order, constexprs included, tensors as raw
+    pointers), else False.
+
+    Triton versions differ in the launcher's arguments. The probe launches an empty grid (the
+    launcher parses every argument, then skips a grid of size 0), so nothing runs twice; on
+    a mismatch the full path is kept for good."""
+    stream_of = triton.runtime.driver.active.get_current_stream
+    try:
+        compiled.run(0, 0, 0, stream_of(device_index), compiled.function, compiled.packed_metadata,
+                     None, None, None, *args)
+    except (TypeError, AttributeError, SystemError):
+        return False
+    return stream_of
