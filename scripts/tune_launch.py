@@ -1,10 +1,15 @@
-"""Sweep the submission's launch configurations (BV rows per program, warps) on this GPU and
-derive LAUNCH_TABLE from the fastest per batch size. Needs a GPU.
+"""Tune a submission's tables of launch settings on this GPU: every setting of each table timed
+on its probes (each checked first), the table derived from the fastest per probe point
+(gdn_bench/table_tuning.py says how). One command per definition; needs a GPU.
 
-    python scripts/tune_launch.py [--batch-sizes 1,4,...] [--write] [--out FILE]
+    python scripts/tune_launch.py [--definition decode|prefill] [--table NAME ...]
+                                  [--batch-sizes 1,4,... | --seq-lens 6,8192,...] [--write] [--out FILE]
 
---write replaces LAUNCH_TABLE in solution/triton/kernel.py; the sweep itself goes to --out
-(default results/tune_launch.json).
+The tables and their probes: gdn_bench/decode_tuning.py (LAUNCH_TABLE of kernel.py, per batch
+size) and gdn_bench/prefill_tuning.py (prefill.py's PASS_TABLE and WALK_TABLE). --table picks
+some (default: all of the definition's); --batch-sizes / --seq-lens keep the probes of those
+sizes. --write replaces the tables in the submission file; the sweep itself goes to --out
+(default results/tune_launch_<definition>.json).
 """
 
 import argparse
@@ -13,45 +18,84 @@ import sys
 
 import torch
 
-from gdn_bench.arguments import add_root_argument, checked, chosen_project, output_file, positive_ints
-from gdn_bench.decode_bench import BATCH_SIZES
-from gdn_bench.definitions.decode.definition import DECODE
-from gdn_bench.decode_tuning import best_table, sweep, write_launch_table
+from gdn_bench.algos import load_solution_file
+from gdn_bench.arguments import add_root_argument, checked, chosen_project, definition_name, output_file, positive_ints
+from gdn_bench.definitions import DEFAULT, resolve
 from gdn_bench.paths import checkout_of
+from gdn_bench.table_tuning import best_rows, plain, sweep, write_table
+
+
+def _sweeps(short: str) -> dict:
+    if short == "decode":
+        from gdn_bench.decode_tuning import SWEEPS
+    else:
+        from gdn_bench.prefill_tuning import SWEEPS
+    return SWEEPS
+
+
+def _table_text(records: list[dict]) -> str:
+    """µs per probe (rows) and setting (columns); * marks each probe's fastest."""
+    settings = list(dict.fromkeys(json.dumps(plain(r["setting"])) for r in records))
+    probes = list(dict.fromkeys(r["probe"] for r in records))
+    us = {(r["probe"], json.dumps(plain(r["setting"]))): r["us"] for r in records}
+    lines = [f"setting {i}: {s}" for i, s in enumerate(settings)]
+    lines.append(f"{'probe':>24} " + " ".join(f"{i:>8}" for i in range(len(settings))))
+    for probe in probes:
+        fastest = min((v for (p, _), v in us.items() if p == probe and v is not None), default=None)
+        cells = [us[probe, s] for s in settings]
+        lines.append(f"{probe:>24} " + " ".join(
+            f"{'-':>8}" if v is None else f"{v:>7.2f}{'*' if v == fastest else ' '}" for v in cells))
+    return "\n".join(lines)
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--batch-sizes", type=positive_ints, default=list(BATCH_SIZES),
-                        help=f"comma-separated (default {','.join(map(str, BATCH_SIZES))})")
-    parser.add_argument("--write", action="store_true", help="rewrite LAUNCH_TABLE in kernel.py")
-    parser.add_argument("--out", type=output_file("tune_launch.json"), default="results/tune_launch.json",
-                        help="the sweep, as JSON (a folder gets tune_launch.json in it)")
+    parser.add_argument("--definition", type=definition_name, default=DEFAULT,
+                        help=f"decode or prefill, or a full definition name (default {DEFAULT})")
+    parser.add_argument("--table", action="append", help="a table to tune (repeatable; default: all)")
+    sizes = parser.add_mutually_exclusive_group()
+    sizes.add_argument("--batch-sizes", type=positive_ints, help="decode: the probes of these batch sizes")
+    sizes.add_argument("--seq-lens", type=positive_ints, help="prefill: the probes of these total_seq_len")
+    parser.add_argument("--write", action="store_true", help="rewrite the tables in the submission file")
+    parser.add_argument("--out", type=output_file("tune_launch.json"),
+                        help="the sweep, as JSON (a folder gets tune_launch.json in it; "
+                             "default results/tune_launch_<definition>.json)")
     add_root_argument(parser, checkout_of(__file__))
     args = parser.parse_args(argv)
     chosen_project(parser, args)
+    spec = resolve(args.definition)
+    available = _sweeps(spec.short)
+    unknown = [t for t in args.table or () if t not in available]
+    if unknown:
+        parser.error(f"argument --table: {spec.short} has no table {', '.join(unknown)}; it has {', '.join(available)}")
+    chosen = (args.batch_sizes, "--batch-sizes") if args.batch_sizes else (args.seq_lens, "--seq-lens")
+    if chosen[0] and chosen[1] != spec.size_flag:
+        parser.error(f"argument {chosen[1]}: not a flag of {spec.short}; its sizes are {spec.size_flag}")
+    args.out = args.out or checked(parser, "--out", output_file("tune_launch.json"),
+                                   f"results/tune_launch_{spec.short}.json")
+    entry = spec.submission_entry()
     if args.write:  # the file it rewrites, checked before the sweep
-        entry = DECODE.submission_entry()
         checked(parser, "--write", output_file(entry.name), entry)
     if not torch.cuda.is_available():
         print("tune_launch: error: needs a CUDA GPU", file=sys.stderr)
         return 2
-    rows = sweep(args.batch_sizes)
-    configs = sorted({(r["block_v"], r["num_warps"]) for r in rows})
-    print(f"GPU: {torch.cuda.get_device_name()}; µs (CUPTI, cold L2, median) per (BV, warps); * = fastest")
-    print(f"{'B':>4} {'floor':>7} " + " ".join(f"{f'{bv}/{w}':>7}" for bv, w in configs))
-    for batch in sorted({r["batch_size"] for r in rows}):
-        mine = {(r["block_v"], r["num_warps"]): r for r in rows if r["batch_size"] == batch}
-        fastest = min(mine.values(), key=lambda r: r["us"])
-        cells = " ".join(f"{mine[c]['us']:>6.2f}{'*' if mine[c] is fastest else ' '}" for c in configs)
-        print(f"{batch:>4} {fastest['floor_us']:>7.2f} {cells}")
-    table = best_table(rows)
-    print("LAUNCH_TABLE rows:", ", ".join(f"{r['block_v']}/{r['warps']} up to B={r['max_batch'] or 'any'}" for r in table))
+    module = load_solution_file(entry, f"gdn_tune_{spec.short}")
+    gpu, found = torch.cuda.get_device_name(), {}
+    for name in args.table or available:
+        table = available[name]
+        probes = [p for p in table.probes(module) if not chosen[0] or p.size in chosen[0]]
+        records = sweep(module, table, probes)
+        rows = best_rows(records, table.bounds)
+        print(f"GPU: {gpu}; {name}: µs (CUPTI, cold L2, median) per probe and setting; * = fastest")
+        print(_table_text(records))
+        print(f"{name} rows:", json.dumps(plain(rows)))
+        found[name] = {"bounds": list(table.bounds), "records": plain(records), "rows": rows}
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"gpu": torch.cuda.get_device_name(), "rows": rows, "table": table}, indent=2))
+    args.out.write_text(json.dumps({"gpu": gpu, "definition": spec.name, "tables": plain(found)}, indent=2))
     if args.write:
-        write_launch_table(table, DECODE.submission_entry())
-        print(f"rewrote LAUNCH_TABLE in {DECODE.submission_entry()}")
+        for name, result in found.items():
+            write_table(result["rows"], entry, name)
+        print(f"rewrote {', '.join(found)} in {entry}")
     return 0
 
 

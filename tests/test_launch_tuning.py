@@ -1,57 +1,143 @@
-"""The launch-table logic of scripts/tune_launch.py (gdn_bench.decode_tuning; the sweep itself
-needs a GPU), and the pieces of scripts/bench_kernel.py that run without one."""
+"""The table-tuning mechanism of scripts/tune_launch.py (gdn_bench.table_tuning: the sweep with a
+stand-in module and timer, rows from times, the rewrite of a table of named rows), the tables
+each definition tunes (gdn_bench.decode_tuning, gdn_bench.prefill_tuning) against the
+submission files, and the pieces of scripts/bench_kernel.py that run without a GPU."""
 
 import shutil
+from pathlib import Path
+from types import SimpleNamespace
+from typing import NamedTuple
 
 import pytest
 import torch
 
 from gdn_bench import decode_bench as kernel_bench
-from gdn_bench.algos import load_solution_file
+from gdn_bench import decode_tuning, prefill_tuning
+from gdn_bench.algos import load_module, load_solution_file
 from gdn_bench.definitions.decode.definition import build_definition
-from gdn_bench.decode_tuning import best_table, read_launch_table, valid_configs, write_launch_table
 from gdn_bench.signature import empty_outputs, random_inputs
-from helpers import KERNEL_PATH
+from gdn_bench.table_tuning import Probe, TableSweep, best_rows, plain, read_table, sweep, write_table
+from helpers import KERNEL_PATH, ROOT
+
+PREFILL_PATH = KERNEL_PATH.parent / "prefill.py"
+tune_launch = load_module(ROOT / "scripts" / "tune_launch.py", "tune_launch_script")
 
 
 def _row(max_batch, block_v, warps):
     return {"max_batch": max_batch, "block_v": block_v, "warps": warps}
 
 
-def _rows(timings):
-    return [{"batch_size": b, "block_v": bv, "num_warps": w, "us": us, "floor_us": 1.0}
-            for b, configs in timings.items() for (bv, w), us in configs.items()]
+def _records(timings):
+    """Sweep records from {point: {(BV, warps): us}}, one probe per point."""
+    return [{"probe": f"p{point}", "size": point[0], "point": list(point), "setting": {"block_v": bv, "warps": w},
+             "us": us} for point, configs in timings.items() for (bv, w), us in configs.items()]
 
 
 def test_ties_within_tolerance_keep_the_current_row():
-    timings = {1: {(4, 1): 2.00, (8, 1): 2.50}, 4: {(4, 1): 3.02, (16, 1): 3.00},
-               16: {(4, 1): 6.00, (16, 1): 5.00}, 64: {(4, 1): 20.0, (16, 1): 18.0}}
-    assert best_table(_rows(timings)) == [_row(4, 4, 1), _row(None, 16, 1)]
+    timings = {(1,): {(4, 1): 2.00, (8, 1): 2.50}, (4,): {(4, 1): 3.02, (16, 1): 3.00},
+               (16,): {(4, 1): 6.00, (16, 1): 5.00}, (64,): {(4, 1): 20.0, (16, 1): 18.0}}
+    assert best_rows(_records(timings), ("max_batch",)) == [_row(4, 4, 1), _row(None, 16, 1)]
 
 
 def test_exact_winners_without_tolerance():
-    timings = {1: {(4, 1): 2.0, (8, 1): 2.5}, 8: {(4, 1): 5.0, (8, 1): 4.0}}
-    assert best_table(_rows(timings), tolerance=0.0) == [_row(1, 4, 1), _row(None, 8, 1)]
+    timings = {(1,): {(4, 1): 2.0, (8, 1): 2.5}, (8,): {(4, 1): 5.0, (8, 1): 4.0}}
+    assert best_rows(_records(timings), ("max_batch",), tolerance=0.0) == [_row(1, 4, 1), _row(None, 8, 1)]
+
+
+def test_two_bounds_group_by_the_first_and_merge_equal_groups():
+    """(mean, pairs) points: the mean-1 and mean-2 groups find the same rows and merge; the
+    last group is unbounded in the mean, each group's last row in the pairs."""
+    timings = {(1, 8): {(2, 1): 1.0, (16, 1): 2.0}, (1, 64): {(2, 1): 3.0, (16, 1): 2.0},
+               (2, 8): {(2, 1): 1.0, (16, 1): 2.0}, (2, 64): {(2, 1): 3.0, (16, 1): 2.0},
+               (8, 8): {(2, 1): 2.0, (16, 1): 1.0}}
+    rows = best_rows(_records(timings), ("max_mean", "max_pairs"))
+    assert [(r["max_mean"], r["max_pairs"], r["block_v"]) for r in rows] == [(2, 8, 2), (2, None, 16), (None, None, 16)]
+
+
+def test_probes_at_one_point_add_up_and_a_setting_missing_on_one_is_left_out():
+    records = _records({(1,): {(4, 1): 2.0, (8, 1): 1.0}})
+    records += [dict(records[0], probe="second", us=5.0), dict(records[1], probe="second", us=None)]
+    assert best_rows(records, ("max_batch",)) == [_row(None, 4, 1)]  # (8, 1) did not run on the second
+
+
+class _Launch(NamedTuple):
+    block_v: int
+    warps: int
+
+
+class _Row(NamedTuple):
+    max_size: int | None
+    launch: _Launch
+
+
+def test_sweep_forces_each_setting_checks_and_times_it_and_restores_the_table():
+    """A stand-in module whose call records the table it ran with; one setting computes wrong
+    on the second probe, so the sweep stops there naming it."""
+    table = (_Row(4, _Launch(16, 1)), _Row(None, _Launch(32, 2)))
+    module = SimpleNamespace(TABLE=table, seen=[])
+    wrong = _Launch(8, 1)
+
+    def probe(size):
+        def make(m):
+            def check():
+                assert not (size == 2 and m.seen[-1].launch == wrong), "wrong outputs"
+            return (lambda: m.seen.append(m.TABLE[0])), check
+        return Probe(label=f"n={size}", size=size, point=(size,), make=make)
+
+    spec = TableSweep(table="TABLE", bounds=("max_size",), candidates=lambda m: [dict(launch=_Launch(16, 1))],
+                      probes=lambda m: [probe(1), probe(2)])
+    timer = lambda call: (call(), float(module.TABLE[0].launch.block_v))[1]  # noqa: E731
+    records = sweep(module, spec, spec.probes(module), timer=timer)
+    assert [(r["probe"], r["point"], plain(r["setting"]), r["us"]) for r in records] == [
+        ("n=1", [1], {"launch": {"block_v": 16, "warps": 1}}, 16.0), ("n=2", [2], {"launch": {"block_v": 16, "warps": 1}}, 16.0)]
+    assert module.TABLE is table and {row.max_size for row in module.seen} == {None}
+    spec = TableSweep(table="TABLE", bounds=("max_size",), candidates=lambda m: [dict(launch=wrong)],
+                      probes=spec.probes)
+    with pytest.raises(AssertionError, match=r"^TABLE \{'launch': \{'block_v': 8, 'warps': 1\}\} on n=2: wrong outputs"):
+        sweep(module, spec, spec.probes(module), timer=timer)
+    assert module.TABLE is table
 
 
 def test_every_config_fills_whole_vectors():
-    for block_v, warps in valid_configs():
+    for block_v, warps in decode_tuning.valid_configs():
         assert block_v * 128 // (32 * warps) >= 4
 
 
-def test_write_launch_table_round_trip(tmp_path):
+@pytest.mark.parametrize("tuning, path", [(decode_tuning, KERNEL_PATH), (prefill_tuning, PREFILL_PATH)],
+                         ids=["decode", "prefill"])
+def test_each_sweep_matches_its_table_in_the_submission(tuning, path):
+    """A table each sweep names exists, is written as named rows, its bound fields come first
+    in its rows, and every candidate setting makes a row: what tune_launch needs of a file
+    (when the submission's tables change, the definition's tuning module changes with them)."""
+    module = load_solution_file(path, f"gdn_tuning_{path.stem}")
+    text = path.read_text(encoding="utf-8")
+    for name, spec in tuning.SWEEPS.items():
+        table = getattr(module, spec.table)
+        assert spec.table == name and read_table(text, name)
+        row_class = type(table[0])
+        assert row_class._fields[:len(spec.bounds)] == spec.bounds
+        for setting in spec.candidates(module):
+            row = row_class(**dict.fromkeys(spec.bounds), **setting)
+            assert set(row._fields) == set(spec.bounds) | set(setting)
+
+
+def _kernel_copy(tmp_path):
+    """kernel.py and the shared.py it imports, in a folder of their own."""
+    shutil.copy(KERNEL_PATH.parent / "shared.py", tmp_path)
+    return Path(shutil.copy(KERNEL_PATH, tmp_path))
+
+
+def test_write_table_round_trip(tmp_path):
     """The tuner rewrites kernel.py's table as named rows, leaves the rest of the file as it
     was, and the module loads with the new table."""
-    path = tmp_path / "kernel.py"
+    path = _kernel_copy(tmp_path)
     original = KERNEL_PATH.read_text()
-    path.write_text(original)
-    shutil.copy(KERNEL_PATH.parent / "shared.py", tmp_path)  # what it imports
     table = [_row(8, 4, 1), _row(None, 32, 2)]
-    write_launch_table(table, path)
+    write_table(table, path, "LAUNCH_TABLE")
     text = path.read_text()
     assert ("LAUNCH_TABLE = (\n    LaunchRow(max_batch=8, block_v=4, warps=1),\n"
             "    LaunchRow(max_batch=None, block_v=32, warps=2),\n)\n") in text
-    assert read_launch_table(text) == table
+    assert read_table(text, "LAUNCH_TABLE") == table
     start = original.index("LAUNCH_TABLE = (")
     end = original.index("\n)\n", start) + 3
     assert text.replace(text[start:text.index("\n)\n", start) + 3], "") == original.replace(original[start:end], "")
@@ -59,25 +145,50 @@ def test_write_launch_table_round_trip(tmp_path):
     assert module.LAUNCH_TABLE == (module.LaunchRow(8, 4, 1), module.LaunchRow(None, 32, 2))
 
 
+def test_write_table_writes_namedtuple_settings_by_their_class(tmp_path):
+    path = tmp_path / "tables.py"
+    path.write_text("class _Row(NamedTuple):\n    max_size: int | None\n    launch: object\n\n\n"
+                    "TABLE = (\n    _Row(max_size=None, launch=_Launch(block_v=16, warps=1)),\n)\n")
+    write_table([{"launch": _Launch(32, 2), "max_size": 4}, {"max_size": None, "launch": _Launch(64, 4)}], path, "TABLE")
+    assert path.read_text().endswith("TABLE = (\n    _Row(max_size=4, launch=_Launch(block_v=32, warps=2)),\n"
+                                     "    _Row(max_size=None, launch=_Launch(block_v=64, warps=4)),\n)\n")
+
+
 @pytest.mark.parametrize("table, error", [
     ([{"max_batch": None, "block_v": 16}], "has the fields"),
     ([{"max_batch": None, "bv": 16, "warps": 1}], "has the fields"),
 ])
-def test_write_launch_table_refuses_rows_that_are_not_launch_rows(tmp_path, table, error):
-    path = tmp_path / "kernel.py"
-    path.write_text(KERNEL_PATH.read_text())
+def test_write_table_refuses_rows_that_are_not_its_rows(tmp_path, table, error):
+    path = _kernel_copy(tmp_path)
     with pytest.raises(ValueError, match=error):
-        write_launch_table(table, path)
+        write_table(table, path, "LAUNCH_TABLE")
     assert path.read_text() == KERNEL_PATH.read_text()
 
 
-def test_write_launch_table_refuses_a_positional_table(tmp_path):
+def test_write_table_refuses_a_positional_table(tmp_path):
     path = tmp_path / "kernel.py"
     text = KERNEL_PATH.read_text()
     start = text.index("LAUNCH_TABLE = (")
     path.write_text(text[:start] + "LAUNCH_TABLE = (\n    (16, 4, 1),\n)\n" + text[text.index("\n)\n", start) + 3:])
-    with pytest.raises(ValueError, match="is not LaunchRow"):
-        write_launch_table([_row(None, 16, 1)], path)
+    with pytest.raises(ValueError, match=r"is not Row\(name=value, ...\)"):
+        write_table([_row(None, 16, 1)], path, "LAUNCH_TABLE")
+
+
+@pytest.mark.parametrize("argv, error", [
+    (["--definition", "prefill", "--table", "LAUNCH_TABLE"], "argument --table: prefill has no table LAUNCH_TABLE; "
+                                                             "it has PASS_TABLE, WALK_TABLE"),
+    (["--seq-lens", "6"], "argument --seq-lens: not a flag of decode; its sizes are --batch-sizes"),
+])
+def test_tune_launch_refuses_what_the_definition_has_not(argv, error, capsys):
+    with pytest.raises(SystemExit) as e:
+        tune_launch.main(argv)
+    assert e.value.code == 2 and capsys.readouterr().err.strip().endswith(error)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the refusal without a GPU")
+def test_tune_launch_needs_a_gpu(tmp_path, capsys):
+    assert tune_launch.main(["--definition", "prefill", "--out", str(tmp_path / "t.json")]) == 2
+    assert capsys.readouterr().err == "tune_launch: error: needs a CUDA GPU\n"
 
 
 def test_inputs_and_outputs_take_the_definitions_shapes():
