@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from gdn_bench.algos import load_module, load_solution_file
+from gdn_bench.algos import load_solution_file
 from gdn_bench.shapes import DEFAULT_SCALE
 from helpers import (KERNEL_PATH, PREFILL_TENSOR_ARGS, TENSOR_ARGS, TMA_PATH, interpreter_table, kernel_args,
                      non_contiguous, prefill_kernel_args, wrong_dtype, wrong_shape)
@@ -37,7 +37,7 @@ SUBMISSIONS = {
     "fla-recurrent": Submission(load_solution_file(KERNEL_PATH, "gdn_submission_validation"), **_DECODE),
     "fla-tma": Submission(load_solution_file(TMA_PATH, "gdn_fla_tma_validation"), **_DECODE),
     "triton-chunked": Submission(
-        load_module(KERNEL_PATH.parent / "prefill.py", "gdn_prefill_validation"), prefill_kernel_args,
+        load_solution_file(KERNEL_PATH.parent / "prefill.py", "gdn_prefill_validation"), prefill_kernel_args,
         PREFILL_TENSOR_ARGS, "[T, 4, 128]",
         lambda q: q[None], frozenset((n, c) for n in ("q", "cu_seqlens") for c in ("device", "shape"))),
 }
