@@ -1,12 +1,13 @@
 """The embedded trace set: loadable, the contest mix, in sync with the code, reproducible."""
 
 import json
+import shutil
 from collections import Counter
 
 import pytest
 import torch
 from flashinfer_bench import TraceSet
-from safetensors.torch import load_file
+from safetensors.torch import load_file, save_file
 
 from gdn_bench.dataset import load_trace_set, write_trace_set
 from gdn_bench.definitions import DEFINITIONS
@@ -93,3 +94,69 @@ def test_dataset_without_the_definition_is_an_error(tmp_path):
     (tmp_path / "definitions").mkdir()
     with pytest.raises(ValueError, match="has no definition"):
         load_trace_set(tmp_path)
+
+
+def _broken_copy(tmp_path, change) -> tuple:
+    """A copy of the embedded trace set whose first decode workload with a blob went through
+    change(root, workload JSON); returns (root, the decode .jsonl, its line number, the workload
+    JSON)."""
+    root = tmp_path / "data"
+    shutil.copytree(EMBEDDED_PATH, root)
+    jsonl = next((root / "workloads").rglob(f"{DEFINITION_NAME}.jsonl"))
+    lines = jsonl.read_text().splitlines()
+    index = next(i for i, line in enumerate(lines) if "safetensors" in line)
+    trace = json.loads(lines[index])
+    change(root, trace["workload"])
+    lines[index] = json.dumps(trace)
+    jsonl.write_text("\n".join(lines) + "\n")
+    return root, jsonl, index + 1, trace["workload"]
+
+
+def _blob(root, workload):
+    return root / workload["inputs"]["k"]["path"]  # every stored input's
+
+
+def _store_q_as_float32(root, workload):
+    tensors = load_file(_blob(root, workload))
+    save_file({**tensors, "q": tensors["q"].float()}, _blob(root, workload))
+
+
+BROKEN_WORKLOADS = {  # what was done to the workload -> what the error says about it
+    "blob-against-its-axes": (lambda root, w: w["axes"].update(batch_size=2),
+                              "input 'q': its blob {blob} holds shape [1, 1, 4, 128]; the definition's [batch_size, "
+                              "seq_len, num_q_heads, head_size] with the workload's batch_size = 2 give [2, 1, 4, 128]"),
+    "blob-deleted": (lambda root, w: _blob(root, w).unlink(), "input 'q': its blob {blob} does not exist"),
+    "blob-float32": (_store_q_as_float32, "input 'q': its blob {blob} holds F32; the definition's dtype is bfloat16 "
+                                          "(BF16)"),
+    "tensor-key": (lambda root, w: w["inputs"]["q"].update(tensor_key="query"),
+                   "input 'q': its blob {blob} has no tensor 'query' (it has: A_log, a, b, dt_bias, k, q, state, v)"),
+    "random-with-dtype": (lambda root, w: w["inputs"].update(scale={"type": "random", "dtype": "float32"}),
+                          "workload.inputs.scale.dtype: unknown key, which flashinfer-bench would ignore (a "
+                          "RandomInput takes type)"),
+    "unknown-input": (lambda root, w: w["inputs"].update(Q={"type": "random"}),
+                      "input 'Q': not an input of the definition (its inputs: q, k, v, state, A_log, a, dt_bias, b, "
+                      "scale)"),
+    "unknown-axis": (lambda root, w: w["axes"].update(batch=1),
+                     "axes: batch: not a variable axis (the definition's variable axes: batch_size)"),
+    "scalar-for-a-tensor": (lambda root, w: w["inputs"].update(q={"type": "scalar", "value": 1.0}),
+                            "input 'q': a scalar, where the definition has a tensor [batch_size, seq_len, num_q_heads, "
+                            "head_size]"),
+}
+
+
+@pytest.mark.parametrize("change, reason", BROKEN_WORKLOADS.values(), ids=BROKEN_WORKLOADS)
+def test_a_workload_that_could_not_run_is_named_when_the_trace_set_loads(change, reason, tmp_path):
+    """One line: the file, the line, the workload's uuid and why; before any case runs."""
+    root, jsonl, line, workload = _broken_copy(tmp_path, change)
+    with pytest.raises(ValueError) as error:
+        load_trace_set(root)
+    reason = reason.format(blob=_blob(root, workload))
+    assert str(error.value) == f"dataset {root}: {jsonl}, line {line}, workload {workload['uuid']}: {reason}"
+
+
+def test_every_workload_that_could_not_run_is_counted(tmp_path):
+    root = tmp_path / "data"
+    shutil.copytree(EMBEDDED_PATH, root)
+    shutil.rmtree(root / "blob" / "workloads" / "gdn" / DEFINITION_NAME)
+    with pytest.raises(ValueError, match=r"does not exist \(and 2 more workloads that cannot run\)$"):
+        load_trace_set(root)

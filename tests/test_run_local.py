@@ -391,6 +391,31 @@ def test_ctrl_c_keeps_what_finished(capsys, tmp_path, monkeypatch):
     assert report.startswith(f"PARTIAL RESULTS: {said}") and "passed 2/2 (algorithm, workload) cases (PARTIAL" in report
 
 
+def test_a_workload_that_fails_mid_run_fails_alone(capsys, tmp_path, monkeypatch):
+    """A workload whose inputs cannot be made (here the second: a blob gone bad after the
+    trace set loaded) fails on its own row, with why; the others run and --out is written."""
+    from gdn_bench import checking
+
+    made = []
+
+    def second_fails(definition, workload, *args):
+        made.append(workload.uuid)
+        if len(made) == 2:
+            raise ValueError("'q' expected [1, 1, 4, 128], got [2, 1, 4, 128]")
+        return inputs_of(definition, workload, *args)
+
+    inputs_of = checking.workload_inputs
+    monkeypatch.setattr(checking, "workload_inputs", second_fails)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setenv("TRITON_INTERPRET", os.environ.get("TRITON_INTERPRET", "0"))
+    code, out, _ = _main(["--algo", "pt-reference", "--batch-sizes", "1", "-n", "3", "--out", str(tmp_path)], capsys)
+    rows = {r["workload"]: r for r in json.loads((tmp_path / "results.json").read_text())["rows"]}
+    assert code == 1 and [rows[uuid]["status"] for uuid in made] == ["PASSED", "WORKLOAD_ERROR", "PASSED"]
+    assert rows[made[1]]["message"] == (
+        f"workload {made[1]} could not run: its inputs: ValueError: 'q' expected [1, 1, 4, 128], got [2, 1, 4, 128]")
+    assert "passed 2/3" in out and "pt-reference WORKLOAD_ERROR on B=1: workload" in out
+
+
 def test_ctrl_c_in_a_real_run_is_one_line_and_130(tmp_path):
     """SIGINT while Triton's interpreter runs: no traceback, status 130, the report written."""
     out = tmp_path / "out"
