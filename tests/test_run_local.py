@@ -416,6 +416,39 @@ def test_a_workload_that_fails_mid_run_fails_alone(capsys, tmp_path, monkeypatch
     assert "passed 2/3" in out and "pt-reference WORKLOAD_ERROR on B=1: workload" in out
 
 
+def test_a_workload_the_benchmark_fails_on_fails_alone():
+    """On a GPU: flashinfer-bench's Benchmark raising on one workload gives that workload's rows
+    RUNTIME_ERROR with the reason; the next workload goes on and the Benchmark is closed."""
+    from types import SimpleNamespace
+
+    from flashinfer_bench import TraceSet
+
+    from gdn_bench.dataset import load_trace_set
+    from gdn_bench.runner import _benchmark
+
+    trace_set = load_trace_set()
+    definition = trace_set.definitions[DEFINITIONS["decode"].name]
+    workloads = [t.workload for t in trace_set.workloads[definition.name][:2]]
+    calls, closed = [], []
+
+    def run_all(dump_traces):
+        calls.append(dump_traces)
+        if len(calls) == 1:
+            raise ValueError("'q' expected [1, 1, 4, 128], got [2, 1, 4, 128]")
+        return SimpleNamespace(traces={})
+
+    bench = SimpleNamespace(run_all=run_all, close=lambda: closed.append(True))
+    bench_set = TraceSet(root=trace_set.root, definitions={definition.name: definition},
+                         workloads={definition.name: []})
+    rows = {}
+    _benchmark(bench, bench_set, definition, workloads, {"ours": SimpleNamespace(name="ours")}, rows)
+    first, second = (rows[("ours", w.uuid)] for w in workloads)
+    assert closed and first.status == second.status == "RUNTIME_ERROR"
+    assert first.message == ("flashinfer-bench failed on this workload: ValueError: 'q' expected [1, 1, 4, 128], "
+                             "got [2, 1, 4, 128]")
+    assert second.message == "flashinfer-bench returned no evaluation"
+
+
 def test_ctrl_c_in_a_real_run_is_one_line_and_130(tmp_path):
     """SIGINT while Triton's interpreter runs: no traceback, status 130, the report written."""
     out = tmp_path / "out"
