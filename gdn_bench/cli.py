@@ -118,12 +118,10 @@ def chosen_algos(spec, text: str | None) -> list[str]:
                          f"({spec.short}'s: {valid})") from None
 
 
-def settings_from_args(args: argparse.Namespace) -> list:
-    """One RunSettings per definition --definition names (both: decode, then prefill, each
-    writing under --out/<definition>); raises ValueError for an unknown algorithm or a size
-    flag of a definition that does not run."""
-    from gdn_bench.runner import RunSettings
-
+def chosen_runs(args: argparse.Namespace) -> list[tuple]:
+    """(spec, algorithm names) per definition --definition names (both: decode, then prefill);
+    raises ValueError for an unknown algorithm or a size flag of a definition that does not
+    run. Reads the registry only: no torch, so argument errors come at once."""
     specs = chosen(args.definition)
     for other in DEFINITIONS.values():
         if other not in specs and getattr(args, f"sizes_{other.short}") is not None:
@@ -132,17 +130,25 @@ def settings_from_args(args: argparse.Namespace) -> list:
     runs = []
     for spec in specs:
         try:
-            algos = chosen_algos(spec, args.algo)
+            runs.append((spec, chosen_algos(spec, args.algo)))
         except ValueError as e:
             raise ValueError(f"{spec.short}: {e}" if len(specs) > 1 else str(e)) from None
-        runs.append(RunSettings(
-            algos=algos, dataset=args.dataset, definition=spec.short, num_workloads=args.num_workloads,
-            sizes=getattr(args, f"sizes_{spec.short}"), workload_id=args.workload_id,
-            warmup=args.warmup, iterations=args.iterations, trials=args.trials, seed=args.seed,
-            out=args.out / spec.short if len(specs) > 1 else args.out,
-            reference=args.reference, reference_file=args.reference_cache,
-        ))
     return runs
+
+
+def settings_from_args(args: argparse.Namespace) -> list:
+    """One RunSettings per definition --definition names (both: decode, then prefill, each
+    writing under --out/<definition>); raises ValueError as chosen_runs does."""
+    runs = chosen_runs(args)
+    from gdn_bench.runner import RunSettings  # after the checks: it imports torch
+
+    return [RunSettings(
+        algos=algos, dataset=args.dataset, definition=spec.short, num_workloads=args.num_workloads,
+        sizes=getattr(args, f"sizes_{spec.short}"), workload_id=args.workload_id,
+        warmup=args.warmup, iterations=args.iterations, trials=args.trials, seed=args.seed,
+        out=args.out / spec.short if len(runs) > 1 else args.out,
+        reference=args.reference, reference_file=args.reference_cache,
+    ) for spec, algos in runs]
 
 
 def report(results, out: Path, prog: str = PROG) -> int:
@@ -197,6 +203,7 @@ def main(argv=None, *, checkout: Path) -> int:
     chosen_project(parser, args)
     statuses, runs, current = [], [], None
     try:
+        chosen_runs(args)  # argument errors before torch is imported
         prepare_triton()
         from gdn_bench.runner import run
 

@@ -6,22 +6,27 @@ blob/workloads/gdn/<def>/*.safetensors. `write_trace_set` rebuilds it determinis
 from SEED; `load_trace_set` opens any trace set without creating it.
 """
 
+from __future__ import annotations
+
 import shutil
 from pathlib import Path
-
-from flashinfer_bench import TraceSet
-from pydantic import ValidationError
+from typing import TYPE_CHECKING
 
 from gdn_bench.definitions import DEFINITIONS
 from gdn_bench.paths import EMBEDDED_PATH
-from gdn_bench.trace_cache import new_trace_set
-from gdn_bench.trace_set_checks import first_invalid_entry, workload_problems
+
+if TYPE_CHECKING:  # flashinfer-bench is imported where it is used: make_dataset parses its arguments first
+    from flashinfer_bench import TraceSet
 
 SEED = 20260301
 
 
 def write_trace_set(root: Path = EMBEDDED_PATH, seed: int = SEED) -> TraceSet:
     """(Re)write the whole embedded trace set under `root`, deterministically from `seed`."""
+    from flashinfer_bench import TraceSet
+
+    from gdn_bench.trace_cache import new_trace_set
+
     root = Path(root)
     for sub in ("definitions", "workloads", "blob"):
         shutil.rmtree(root / sub, ignore_errors=True)
@@ -39,6 +44,11 @@ def load_trace_set(path: Path | str | None = None, definition: str = DEFINITIONS
     workload of `definition` that could not run (gdn_bench.trace_set_checks: its file, line,
     uuid and why), before any case runs.
     """
+    from flashinfer_bench import TraceSet
+    from pydantic import ValidationError
+
+    from gdn_bench.trace_set_checks import first_invalid_entry, workload_problems
+
     root = Path(path) if path is not None else EMBEDDED_PATH
     if not root.is_dir():
         raise FileNotFoundError(f"dataset path {root} does not exist or is not a folder")

@@ -11,10 +11,8 @@ instructions it ran with.
 
 import argparse
 
-import torch
-
 from gdn_bench.arguments import output_folder
-from gdn_bench.dataset import SEED, write_trace_set
+from gdn_bench.dataset import SEED
 from gdn_bench.paths import checkout_of
 
 
@@ -25,6 +23,10 @@ def main(argv=None) -> int:
                         help=f"trace set root (default: this checkout's, {embedded})")
     parser.add_argument("--seed", type=int, default=SEED, help=f"generator seed (default {SEED})")
     args = parser.parse_args(argv)
+    import torch
+
+    from gdn_bench.dataset import write_trace_set
+
     trace_set = write_trace_set(args.out, args.seed)
     count = sum(len(w) for w in trace_set.workloads.values())
     blob_bytes = sum(p.stat().st_size for p in (args.out / "blob").rglob("*") if p.is_file())

@@ -35,8 +35,12 @@ def test_defaults(monkeypatch):
     s = _settings([])
     assert s.algos == ["fla-recurrent"] and s.dataset is None and s.spec.name == "gdn_decode_qk4_v8_d128_k_last"
     assert (s.warmup, s.iterations, s.trials) == (None, None, None)  # the contest's: flashinfer-bench's defaults
+    from flashinfer_bench import BenchmarkConfig
+
     from gdn_bench.runner import harness_settings
 
+    fib = BenchmarkConfig()
+    assert harness_settings(s) == {"warmup": fib.warmup_runs, "iterations": fib.iterations, "trials": fib.num_trials}
     assert harness_settings(s) == {"warmup": 10, "iterations": 50, "trials": 3}
     assert s.out.parent.name == "results"
 
@@ -180,7 +184,7 @@ def test_both_definitions_on_cpu(capsys, tmp_path, monkeypatch):
     """Without a GPU (hidden here): each definition's report in its folder, and no track score."""
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setenv("TRITON_INTERPRET", os.environ.get("TRITON_INTERPRET", "0"))  # restored after the CPU path sets it
-    code, out, _ = _main(["--definition", "both", "--algo", "pt-reference", "--batch-sizes", "1", "--seq-lens", "6",
+    code, out, _ = _main(["--definition", "both", "--algo", "pt-reference", "--batch-sizes", "1", "--seq-lens", "5",
                           "-n", "1", "--out", str(tmp_path)], capsys)
     assert code == 0 and out.count("passed 1/1 (algorithm, workload) cases") == 2 and "score" not in out
     assert sorted(p.name for p in tmp_path.iterdir()) == ["decode", "prefill"]  # no track.json: nothing timed
