@@ -29,8 +29,8 @@ import json
 import sys
 from pathlib import Path
 
-from gdn_bench.arguments import (add_root_argument, chosen_project, definitions_name, output_file, output_folder,
-                                 positive_int, positive_ints, seed)
+from gdn_bench.arguments import (add_root_argument, chosen_project, count, definitions_name, output_file,
+                                 output_folder, positive_int, positive_ints, seed)
 from gdn_bench.definitions import BOTH, DEFAULT, DEFINITIONS, chosen, resolve
 from gdn_bench.device import prepare_triton
 from gdn_bench.interrupts import EXIT_STATUS
@@ -59,10 +59,10 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workload-id", help="only workloads whose uuid starts with this")
     harness = "; ".join(f"{s.short} {s.harness.warmup}/{s.harness.iterations}/{s.harness.trials}"
                         for s in DEFINITIONS.values())
-    parser.add_argument("--warmup", type=positive_int, help="harness warm-up calls (default: the contest's)")
-    parser.add_argument("--iterations", type=positive_int, help="harness timed calls (default: the contest's)")
+    parser.add_argument("--warmup", type=count, help="harness warm-up calls, 0 for none (GPU; default: the contest's)")
+    parser.add_argument("--iterations", type=positive_int, help="harness timed calls (GPU; default: the contest's)")
     parser.add_argument("--trials", type=positive_int,
-                        help=f"harness trials (contest warm-up/iterations/trials: {harness})")
+                        help=f"harness trials (GPU; contest warm-up/iterations/trials: {harness})")
     parser.add_argument("--seed", type=seed, default=0,
                         help="seed of the random inputs the kit draws (each workload's from it and its uuid), "
                              "printed in the report; default 0")
@@ -78,6 +78,15 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=output_folder, default=str(Path("results") / now),
                         help="results folder, checked before anything runs (default: results/<UTC time> in the "
                              "current folder; the paths written are printed in full)")
+
+
+def gpu_only_flags(args: argparse.Namespace) -> list[str]:
+    """The flags given that only a GPU run uses: the harness's counts and the reference times
+    (the CPU pass checks correctness and times nothing)."""
+    given = [flag for flag, value in (("--warmup", args.warmup), ("--iterations", args.iterations),
+                                      ("--trials", args.trials), ("--reference-cache", args.reference_cache))
+             if value is not None]
+    return given + ([f"--reference {args.reference}"] if args.reference != MODES[0] else [])
 
 
 def algorithms_epilog() -> str:
@@ -204,7 +213,10 @@ def main(argv=None, *, checkout: Path) -> int:
     statuses, runs, current = [], [], None
     try:
         chosen_runs(args)  # argument errors before torch is imported
-        prepare_triton()
+        ignored = [] if prepare_triton() else gpu_only_flags(args)
+        if ignored:
+            print(f"{PROG}: note: no CUDA GPU, so {', '.join(ignored)} change nothing: the CPU pass checks "
+                  "correctness and times nothing", file=sys.stderr)
         from gdn_bench.runner import run
 
         for current in settings_from_args(args):

@@ -132,10 +132,11 @@ def split(settings: RunSettings, groups: int) -> list[RunSettings]:
 
 
 def harness_settings(settings: RunSettings) -> dict:
-    """warmup / iterations / trials: the given ones, else the contest's for the definition."""
+    """warmup / iterations / trials: the given ones (a warm-up of 0 included), else the contest's
+    for the definition."""
     default = settings.spec.harness
-    return {"warmup": settings.warmup or default.warmup, "iterations": settings.iterations or default.iterations,
-            "trials": settings.trials or default.trials}
+    given = {"warmup": settings.warmup, "iterations": settings.iterations, "trials": settings.trials}
+    return {name: getattr(default, name) if value is None else value for name, value in given.items()}
 
 
 def _str_or_none(value) -> str | None:

@@ -72,6 +72,28 @@ def test_bad_numbers_exit_2(argv, capsys):
     assert argv[1] in last and "positive_int" not in last  # the value, and no internal name
 
 
+def test_a_warmup_of_zero_is_taken():
+    from gdn_bench.runner import harness_settings
+
+    assert harness_settings(_settings(["--warmup", "0"])) == {"warmup": 0, "iterations": 50, "trials": 3}
+    with pytest.raises(SystemExit):
+        _settings(["--warmup", "-1"])
+
+
+def test_on_a_cpu_the_gpu_only_flags_get_a_note(capsys, tmp_path, monkeypatch):
+    """--warmup, --iterations, --trials, --reference and --reference-cache time things: a CPU
+    pass takes them and says they change nothing."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setenv("TRITON_INTERPRET", os.environ.get("TRITON_INTERPRET", "0"))
+    code, _, err = _main(["--algo", "pt-reference", "--batch-sizes", "1", "-n", "1", "--iterations", "7",
+                          "--warmup", "0", "--reference", "measure", "--out", str(tmp_path)], capsys)
+    assert code == 0 and err.splitlines()[0] == (
+        "run_local: note: no CUDA GPU, so --warmup, --iterations, --reference measure change nothing: the CPU pass "
+        "checks correctness and times nothing")
+    code, _, err = _main(["--algo", "pt-reference", "--batch-sizes", "1", "-n", "1", "--out", str(tmp_path)], capsys)
+    assert code == 0 and "note" not in err
+
+
 def test_reference_flags(tmp_path):
     s = _settings([])
     assert (s.reference, s.reference_file) == ("cached", None)  # None: reference_times.default_file()
