@@ -34,6 +34,16 @@ def test_ci_runs_the_readmes_cpu_torch_line():
     assert not re.search(r"pip install.*torch", script)  # torch comes from the README's line alone
 
 
+def test_ci_makes_the_readmes_virtual_environment_first():
+    """The Quick start's first step, before anything is installed, is what .ci/run runs (in its
+    own shell, so that the installs after it go into that environment)."""
+    assert _ci_block("venv") == "python3 -m venv .venv && . .venv/bin/activate"
+    assert README.index("<!-- ci:venv -->") < README.index("<!-- ci:torch -->") < README.index("<!-- ci:main -->")
+    script = (ROOT / ".ci" / "run").read_text()
+    assert script.index('eval "$venv"') < script.index("pip install") < script.index("for block in")
+    assert "-m venv" not in script  # the environment comes from the README's line alone
+
+
 def test_the_cpu_prefill_sizes_the_readme_names_are_the_embedded_ones():
     sizes = sorted(t.workload.axes["total_seq_len"] for t in load_trace_set(None, PREFILL.name).workloads[PREFILL.name])
     assert "total_seq_len 5, 8, 65, 68,\n70)" in README and "T = 5, 8, 65, 68, 70" in README
