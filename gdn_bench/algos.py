@@ -7,6 +7,8 @@ whose entry file does not exist yet reports why through `Algo.unavailable()`; th
 skips it with that line.
 """
 
+from __future__ import annotations
+
 import importlib
 import importlib.machinery
 import importlib.util
@@ -14,12 +16,13 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-
-import torch
-from flashinfer_bench import Solution
+from typing import TYPE_CHECKING
 
 from gdn_bench.packing import PackError, SolutionConfig, pack, read_config
 from gdn_bench.paths import CONFIG_NAME, project_root
+
+if TYPE_CHECKING:  # flashinfer-bench is imported where it is used (gdn_bench.definitions.spec says why)
+    from flashinfer_bench import Solution
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,8 @@ class Algo:
 
     def unavailable(self) -> str | None:
         """Why this algorithm cannot run here, or None if it can."""
+        import torch
+
         missing = [m for m in self.requires if importlib.util.find_spec(m) is None]
         if missing:
             how = f'pip install -e ".[{self.extra}]"' if self.extra else f"pip install {' '.join(missing)}"

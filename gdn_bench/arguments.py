@@ -39,6 +39,11 @@ def positive_int(text: str) -> int:
     return _integer(text, "a positive integer", 1)
 
 
+def count(text: str) -> int:
+    """'0' -> 0: a number of things, zero included; anything else is an argparse error."""
+    return _integer(text, "an integer >= 0", 0)
+
+
 def seed(text: str) -> int:
     """A random seed: an integer from 0 to 2**63 - 1."""
     return _integer(text, "a seed from 0 to 2**63 - 1", 0, 2**63 - 1)

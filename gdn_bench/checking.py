@@ -20,13 +20,16 @@ from flashinfer_bench.bench.utils import compute_error_stats, gen_inputs, load_s
 from flashinfer_bench.compile import BuilderRegistry
 
 ATOL = RTOL = 1e-2  # the evaluator's tolerances
+# The workload itself could not run (its inputs or the definition's reference failed on it):
+# every solution gets this status on it, and the run goes on with the next workload.
+WORKLOAD_ERROR = "WORKLOAD_ERROR"
 
 
 @dataclass
 class CheckResult:
     """Outcome for one (solution, workload): status is PASSED, INCORRECT_NUMERICAL,
-    INCORRECT_SHAPE, RUNTIME_ERROR or COMPILE_ERROR (flashinfer-bench's names). `margins`
-    holds worst_margin per output."""
+    INCORRECT_SHAPE, RUNTIME_ERROR or COMPILE_ERROR (flashinfer-bench's names), or
+    WORKLOAD_ERROR. `margins` holds worst_margin per output."""
 
     workload: str
     axes: dict[str, int]
@@ -113,9 +116,11 @@ def check_solutions(
     `seed`) and its reference run once; every solution gets its own copy of the inputs (some
     update the state in place).
 
-    Returns {solution key: one CheckResult per workload}; `progress`, if given, is called
-    with (solution key, CheckResult) as each (solution, workload) finishes, so a caller keeps
-    what finished when the run is stopped half-way.
+    A workload whose inputs cannot be made or whose reference fails (a blob that cannot be
+    read, say) gives every solution WORKLOAD_ERROR on it, with the reason, and the next
+    workload goes on. Returns {solution key: one CheckResult per workload}; `progress`, if
+    given, is called with (solution key, CheckResult) as each (solution, workload) finishes,
+    so a caller keeps what finished when the run is stopped half-way.
     """
     registry = BuilderRegistry.get_instance()
     cfg = BenchmarkConfig(atol=ATOL, rtol=RTOL)
@@ -135,12 +140,27 @@ def check_solutions(
             for w in workloads:
                 finished(key, CheckResult(w.uuid, dict(w.axes), "COMPILE_ERROR", message=str(e)))
     for workload in workloads:
-        inputs = workload_inputs(definition, workload, root, device, seed)
-        with torch.no_grad():
-            expected = normalize_result(definition, reference(*_copies(inputs)), device)
+        try:
+            inputs = workload_inputs(definition, workload, root, device, seed)
+        except Exception as e:  # noqa: BLE001 - any failure here is the workload's, not a solution's
+            _workload_failed(workload, f"its inputs: {type(e).__name__}: {e}", runnables, finished)
+            continue
+        try:
+            with torch.no_grad():
+                expected = normalize_result(definition, reference(*_copies(inputs)), device)
+        except Exception as e:  # noqa: BLE001
+            _workload_failed(workload, f"the definition's reference: {type(e).__name__}: {e}", runnables, finished)
+            continue
         for key, runnable in runnables.items():
             finished(key, _check_one(definition, runnable, _copies(inputs), expected, workload, device, cfg))
     return results
+
+
+def _workload_failed(workload: Workload, reason: str, runnables: dict, finished) -> None:
+    """WORKLOAD_ERROR for every solution on `workload`, with `reason`."""
+    for key in runnables:
+        finished(key, CheckResult(workload.uuid, dict(workload.axes), WORKLOAD_ERROR,
+                                  message=f"workload {workload.uuid} could not run: {reason}"))
 
 
 def _copies(inputs: list) -> list:

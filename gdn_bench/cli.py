@@ -29,8 +29,8 @@ import json
 import sys
 from pathlib import Path
 
-from gdn_bench.arguments import (add_root_argument, chosen_project, definitions_name, output_file, output_folder,
-                                 positive_int, positive_ints, seed)
+from gdn_bench.arguments import (add_root_argument, chosen_project, count, definitions_name, output_file,
+                                 output_folder, positive_int, positive_ints, seed)
 from gdn_bench.definitions import BOTH, DEFAULT, DEFINITIONS, chosen, resolve
 from gdn_bench.device import prepare_triton
 from gdn_bench.interrupts import EXIT_STATUS
@@ -59,10 +59,10 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workload-id", help="only workloads whose uuid starts with this")
     harness = "; ".join(f"{s.short} {s.harness.warmup}/{s.harness.iterations}/{s.harness.trials}"
                         for s in DEFINITIONS.values())
-    parser.add_argument("--warmup", type=positive_int, help="harness warm-up calls (default: the contest's)")
-    parser.add_argument("--iterations", type=positive_int, help="harness timed calls (default: the contest's)")
+    parser.add_argument("--warmup", type=count, help="harness warm-up calls, 0 for none (GPU; default: the contest's)")
+    parser.add_argument("--iterations", type=positive_int, help="harness timed calls (GPU; default: the contest's)")
     parser.add_argument("--trials", type=positive_int,
-                        help=f"harness trials (contest warm-up/iterations/trials: {harness})")
+                        help=f"harness trials (GPU; contest warm-up/iterations/trials: {harness})")
     parser.add_argument("--seed", type=seed, default=0,
                         help="seed of the random inputs the kit draws (each workload's from it and its uuid), "
                              "printed in the report; default 0")
@@ -78,6 +78,15 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=output_folder, default=str(Path("results") / now),
                         help="results folder, checked before anything runs (default: results/<UTC time> in the "
                              "current folder; the paths written are printed in full)")
+
+
+def gpu_only_flags(args: argparse.Namespace) -> list[str]:
+    """The flags given that only a GPU run uses: the harness's counts and the reference times
+    (the CPU pass checks correctness and times nothing)."""
+    given = [flag for flag, value in (("--warmup", args.warmup), ("--iterations", args.iterations),
+                                      ("--trials", args.trials), ("--reference-cache", args.reference_cache))
+             if value is not None]
+    return given + ([f"--reference {args.reference}"] if args.reference != MODES[0] else [])
 
 
 def algorithms_epilog() -> str:
@@ -118,12 +127,10 @@ def chosen_algos(spec, text: str | None) -> list[str]:
                          f"({spec.short}'s: {valid})") from None
 
 
-def settings_from_args(args: argparse.Namespace) -> list:
-    """One RunSettings per definition --definition names (both: decode, then prefill, each
-    writing under --out/<definition>); raises ValueError for an unknown algorithm or a size
-    flag of a definition that does not run."""
-    from gdn_bench.runner import RunSettings
-
+def chosen_runs(args: argparse.Namespace) -> list[tuple]:
+    """(spec, algorithm names) per definition --definition names (both: decode, then prefill);
+    raises ValueError for an unknown algorithm or a size flag of a definition that does not
+    run. Reads the registry only: no torch, so argument errors come at once."""
     specs = chosen(args.definition)
     for other in DEFINITIONS.values():
         if other not in specs and getattr(args, f"sizes_{other.short}") is not None:
@@ -132,17 +139,25 @@ def settings_from_args(args: argparse.Namespace) -> list:
     runs = []
     for spec in specs:
         try:
-            algos = chosen_algos(spec, args.algo)
+            runs.append((spec, chosen_algos(spec, args.algo)))
         except ValueError as e:
             raise ValueError(f"{spec.short}: {e}" if len(specs) > 1 else str(e)) from None
-        runs.append(RunSettings(
-            algos=algos, dataset=args.dataset, definition=spec.short, num_workloads=args.num_workloads,
-            sizes=getattr(args, f"sizes_{spec.short}"), workload_id=args.workload_id,
-            warmup=args.warmup, iterations=args.iterations, trials=args.trials, seed=args.seed,
-            out=args.out / spec.short if len(specs) > 1 else args.out,
-            reference=args.reference, reference_file=args.reference_cache,
-        ))
     return runs
+
+
+def settings_from_args(args: argparse.Namespace) -> list:
+    """One RunSettings per definition --definition names (both: decode, then prefill, each
+    writing under --out/<definition>); raises ValueError as chosen_runs does."""
+    runs = chosen_runs(args)
+    from gdn_bench.runner import RunSettings  # after the checks: it imports torch
+
+    return [RunSettings(
+        algos=algos, dataset=args.dataset, definition=spec.short, num_workloads=args.num_workloads,
+        sizes=getattr(args, f"sizes_{spec.short}"), workload_id=args.workload_id,
+        warmup=args.warmup, iterations=args.iterations, trials=args.trials, seed=args.seed,
+        out=args.out / spec.short if len(runs) > 1 else args.out,
+        reference=args.reference, reference_file=args.reference_cache,
+    ) for spec, algos in runs]
 
 
 def report(results, out: Path, prog: str = PROG) -> int:
@@ -197,7 +212,11 @@ def main(argv=None, *, checkout: Path) -> int:
     chosen_project(parser, args)
     statuses, runs, current = [], [], None
     try:
-        prepare_triton()
+        chosen_runs(args)  # argument errors before torch is imported
+        ignored = [] if prepare_triton() else gpu_only_flags(args)
+        if ignored:
+            print(f"{PROG}: note: no CUDA GPU, so {', '.join(ignored)} change nothing: the CPU pass checks "
+                  "correctness and times nothing", file=sys.stderr)
         from gdn_bench.runner import run
 
         for current in settings_from_args(args):

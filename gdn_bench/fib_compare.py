@@ -22,14 +22,17 @@ reference (a Python loop that is mostly host time) the two should agree within t
 a submission of a few µs the CLI's time holds its launch cost, so its speedup is lower there.
 """
 
-from pathlib import Path
+from __future__ import annotations
 
-from flashinfer_bench import Solution, Trace, TraceSet
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gdn_bench.definitions import DefinitionSpec
 from gdn_bench.packing import write_solution
 from gdn_bench.results import Results, Row, speedups
-from gdn_bench.trace_cache import new_trace_set
+
+if TYPE_CHECKING:  # flashinfer-bench is imported where it is used: compare_fib_cli checks its arguments first
+    from flashinfer_bench import Solution, Trace, TraceSet
 
 DEFAULT_COUNT = 5
 
@@ -52,6 +55,10 @@ def write_cli_trace_set(root: Path, trace_set: TraceSet, definition: str, uuids:
     """A trace set at `root` (a new folder) for flashinfer-bench's CLI: `definition` as
     `trace_set` holds it, its workloads `uuids`, the blobs linked (blob/ -> the trace set's),
     and `solution` under solutions/. Returns it as flashinfer-bench loads it."""
+    from flashinfer_bench import TraceSet
+
+    from gdn_bench.trace_cache import new_trace_set
+
     root.mkdir(parents=True)
     chosen = new_trace_set(root, trace_set.definitions[definition])
     by_uuid = {t.workload.uuid: t for t in trace_set.workloads[definition]}

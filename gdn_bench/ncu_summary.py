@@ -25,8 +25,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import torch
-
 DEFAULT_SECTIONS = ("SpeedOfLight", "MemoryWorkloadAnalysis", "WarpStateStats", "LaunchStats", "Occupancy",
                     "ComputeWorkloadAnalysis")
 PERMISSION = ("no permission to read the GPU's performance counters (ncu: ERR_NVGPUCTRPERM): run as root, or "
@@ -109,6 +107,8 @@ def profile_command(ncu: str, report: Path, kernel_regex: str, sections, extra, 
 def bracketed_call(fn: Callable[[], object], warmup: int = 3) -> None:
     """The target side of profile_command: `warmup` calls (compiling, autotuning), then one
     call between cudaProfilerStart and cudaProfilerStop."""
+    import torch
+
     for _ in range(warmup):
         fn()
     torch.cuda.synchronize()

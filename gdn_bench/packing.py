@@ -19,19 +19,22 @@ the folder) after checking what it does not: every key present, no empty source 
 an entry point that exists in its file.
 """
 
+from __future__ import annotations
+
 import ast
 import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import tomlkit
-from flashinfer_bench import BuildSpec, Solution
-from flashinfer_bench.agents import pack_solution_from_files
-from flashinfer_bench.agents.solution_handler import VALID_SOURCE_EXTENSIONS
 from tomlkit.exceptions import TOMLKitError
 
 from gdn_bench.paths import CONFIG_NAME
+
+if TYPE_CHECKING:  # flashinfer-bench is imported where it is used (gdn_bench.definitions.spec says why)
+    from flashinfer_bench import Solution
 
 # Keys a [submission.<short name>] table may set, and where they go.
 SUBMISSION_KEYS = {"name": "solution", "definition": "solution", "description": "solution",
@@ -154,6 +157,8 @@ def _entry_defined(source: str, suffix: str, function: str) -> bool:
 
 def check_sources(source_dir: Path, entry_point: str) -> None:
     """Raise PackError for a missing folder, an empty source file or a missing entry point."""
+    from flashinfer_bench.agents.solution_handler import VALID_SOURCE_EXTENSIONS
+
     if not source_dir.is_dir():
         raise PackError(f"source folder {source_dir} not found")
     sources = [p for p in sorted(source_dir.iterdir()) if p.is_file() and p.suffix.lower() in VALID_SOURCE_EXTENSIONS]
@@ -183,6 +188,9 @@ def solution_dir(root: Path, language: str) -> Path:
 
 def pack(config: SolutionConfig, source_dir: Path) -> Solution:
     """Pack the top-level sources of `source_dir` (a checkout's solution_dir, or a baseline's folder)."""
+    from flashinfer_bench import BuildSpec
+    from flashinfer_bench.agents import pack_solution_from_files
+
     source_dir = Path(source_dir)
     check_sources(source_dir, config.entry_point)
     spec = BuildSpec(
@@ -198,6 +206,8 @@ def pack(config: SolutionConfig, source_dir: Path) -> Solution:
 
 def write_solution(solution: Solution, path: Path) -> Solution:
     """Write solution.json and load it back; returns the loaded copy (raises if it differs)."""
+    from flashinfer_bench import Solution
+
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(solution.model_dump_json(indent=2), encoding="utf-8")

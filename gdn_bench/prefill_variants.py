@@ -2,23 +2,103 @@
 its settings changed, so that launch configurations compare side by side without editing the
 file (--config of scripts/bench_prefill.py and scripts/profile_call.py).
 
-CONFIG_NAMES is what --config may set: module-level settings that prefill.py reads on every
-call, integers and Launch values (a Launch takes the tuple of its fields, e.g.
-SUMMARY_LAUNCH=(64,4,2)). Its tables (PASS_TABLE, WALK_TABLE) are edited in the file.
+SETTINGS is what --config may set: module-level settings that prefill.py reads on every call,
+integers and Launch values (a Launch takes the tuple of its fields, e.g.
+SUMMARY_LAUNCH=(64,4,2)), each with the values it takes (a Range per integer), checked when
+the flag is parsed, on any machine, so that a value the kernels cannot take (a chunk that is
+not a power of two, a zero that would divide, a size that would allocate hundreds of GB) is one
+line naming the setting before anything needs a GPU. Its tables (PASS_TABLE, WALK_TABLE) are
+edited in the file. When prefill.py's settings change, SETTINGS changes with them (a test
+holds the two together: every setting is in the file, in its form, and its value there passes).
 """
 
 import ast
+from dataclasses import dataclass
 
 from gdn_bench.algos import load_solution_file
 from gdn_bench.definitions.prefill.definition import PREFILL
+from gdn_bench.shapes import HEAD_SIZE
 
-CONFIG_NAMES = ("CHUNK", "PREP_WARPS", "WALK_MAX_TOKENS", "WALK_MAX_MEAN_LENGTH", "SPAN_MIN_TOKENS",
-                "SPAN_MIN_BLOCKS", "SPAN_MAX", "SPAN_PIECES", "SUMMARY_LAUNCH", "FIXUP_LAUNCH")
+
+@dataclass(frozen=True)
+class Range:
+    """The integers a setting takes: from `low` to `high` (None: no bound), powers of two
+    only if `power_of_two`."""
+
+    low: int
+    high: int | None = None
+    power_of_two: bool = False
+
+    def __str__(self) -> str:
+        kind = "a power of two" if self.power_of_two else "an integer"
+        return f"{kind} from {self.low} to {self.high}" if self.high is not None else f"{kind} >= {self.low}"
+
+    def holds(self, value) -> bool:
+        return (isinstance(value, int) and not isinstance(value, bool) and value >= self.low
+                and (self.high is None or value <= self.high) and (not self.power_of_two or value & (value - 1) == 0))
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What --config may set: `what` it is, in words, and the values it takes: a Range, or a
+    Range per field of a Launch-like NamedTuple ({field name: Range}, in field order)."""
+
+    what: str
+    takes: Range | dict[str, Range]
+
+    def expected(self) -> str:
+        if isinstance(self.takes, Range):
+            return str(self.takes)
+        return f"a tuple ({', '.join(self.takes)}): " + "; ".join(f"{f} {r}" for f, r in self.takes.items())
+
+
+WARPS = Range(1, 16, power_of_two=True)
+# Columns of the state per program: tl.arange takes powers of two, tl.dot at least 16, and the
+# programs tile the head's HEAD_SIZE columns.
+BLOCK_V = Range(16, HEAD_SIZE, power_of_two=True)
+LAUNCH = {"block_v": BLOCK_V, "warps": WARPS, "stages": Range(1, 8)}
+# A (sequence, span) piece's scratch is 1.5 MB (its map and entering state): at most this many.
+MOST_PIECES = 1024
+SETTINGS = {
+    # tl.arange takes powers of two and tl.dot at least 16; the scratch grows as CHUNK squared.
+    "CHUNK": Setting("tokens per block", Range(16, 128, power_of_two=True)),
+    "PREP_WARPS": Setting("warps of the chunk prep", WARPS),
+    "WALK_MAX_TOKENS": Setting("calls of at most this many tokens walk them; -1: none", Range(-1)),
+    "WALK_MAX_MEAN_LENGTH": Setting("calls of at most this many tokens per sequence walk them; -1: none", Range(-1)),
+    "SPAN_MIN_TOKENS": Setting("tokens per sequence, on average, from which spans are cut", Range(0)),
+    "SPAN_MIN_BLOCKS": Setting("blocks per span, at least", Range(1)),
+    "SPAN_MAX": Setting("spans per sequence, at most; below 2: none", Range(0, MOST_PIECES)),
+    "SPAN_PIECES": Setting("(sequence, span) pieces per call, at most", Range(0, MOST_PIECES)),
+    "SUMMARY_LAUNCH": Setting("the span summary's Launch", LAUNCH),
+    "FIXUP_LAUNCH": Setting("the span fix-up's Launch", LAUNCH),
+}
+CONFIG_NAMES = tuple(SETTINGS)  # their names, in order
+
+
+def check_name(name: str) -> None:
+    """ValueError, one line listing those there are, unless `name` is one of SETTINGS."""
+    if name not in SETTINGS:
+        raise ValueError(f"{name}: not a setting --config takes; it takes {', '.join(CONFIG_NAMES)}")
+
+
+def check_setting(name: str, value) -> None:
+    """ValueError, one line naming the setting and what it takes, unless `name` is one of
+    SETTINGS and `value` one of its values."""
+    check_name(name)
+    setting = SETTINGS[name]
+    if isinstance(setting.takes, Range):
+        fits = setting.takes.holds(value)
+    else:
+        fits = (isinstance(value, tuple) and len(value) == len(setting.takes)
+                and all(r.holds(v) for r, v in zip(setting.takes.values(), value)))
+    if not fits:
+        raise ValueError(f"{name} ({setting.what}): expected {setting.expected()}, got {value!r}")
 
 
 def parse_config(text: str) -> dict:
-    """'CHUNK=32,PREP_WARPS=8' -> {'CHUNK': 32, 'PREP_WARPS': 8}: names from CONFIG_NAMES,
-    values Python literals (a tuple may hold commas: SUMMARY_LAUNCH=(64,4,2))."""
+    """'CHUNK=32,PREP_WARPS=8' -> {'CHUNK': 32, 'PREP_WARPS': 8}: names from SETTINGS,
+    values Python literals (a tuple may hold commas: SUMMARY_LAUNCH=(64,4,2)) that it takes
+    (check_setting); else ValueError, one line."""
     usage = f"expected NAME=VALUE[,NAME=VALUE...], got {text!r}"
     try:
         call = ast.parse(f"f({text})", mode="eval").body
@@ -28,12 +108,12 @@ def parse_config(text: str) -> dict:
         raise ValueError(usage)
     config = {}
     for keyword in call.keywords:
-        if keyword.arg not in CONFIG_NAMES:
-            raise ValueError(f"{keyword.arg}: not a setting --config takes; it takes {', '.join(CONFIG_NAMES)}")
+        check_name(keyword.arg)
         try:
             config[keyword.arg] = ast.literal_eval(keyword.value)
         except (ValueError, SyntaxError):
             raise ValueError(f"{keyword.arg}: expected a Python literal, got {ast.unparse(keyword.value)!r}") from None
+        check_setting(keyword.arg, config[keyword.arg])
     return config
 
 
@@ -50,12 +130,14 @@ def _like(current, value, name: str):
 
 
 def load_variant(config: dict, index: int):
-    """prefill.py loaded afresh with `config`'s settings set (each must be one of
-    CONFIG_NAMES, in the module, and of its value's form)."""
+    """prefill.py loaded afresh with `config`'s settings set (each must pass check_setting, be
+    in the module, and be of its value's form there)."""
+    for name, value in config.items():
+        check_setting(name, value)
     entry = PREFILL.submission_entry()
     module = load_solution_file(entry, f"gdn_prefill_variant_{index}")
     for name, value in config.items():
-        if name not in CONFIG_NAMES or not hasattr(module, name):
+        if not hasattr(module, name):
             raise ValueError(f"{entry.name} has no setting {name!r} that --config takes ({', '.join(CONFIG_NAMES)})")
         setattr(module, name, _like(getattr(module, name), value, name))
     return module

@@ -23,6 +23,8 @@ is wrong: a flag, a missing tool (no GPU, ncu not on PATH, Proton unavailable), 
 for the GPU's performance counters, or a profile that came back empty.
 """
 
+from __future__ import annotations
+
 import argparse
 import json
 import os
@@ -32,15 +34,17 @@ import subprocess
 import sys
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from gdn_bench import kernel_breakdown, ncu_summary, proton_lines
+from gdn_bench import ncu_summary, proton_lines
 from gdn_bench.arguments import (add_root_argument, chosen_project, definition_name, output_folder, positive_int,
                                  seed)
 from gdn_bench.definitions import DEFINITIONS, resolve
-from gdn_bench.prefill_bench import even_lengths
-from gdn_bench.prefill_variants import parse_config
 from gdn_bench.paths import checkout_of
-from gdn_bench.profile_target import Target, build_call
+from gdn_bench.prefill_variants import parse_config
+
+if TYPE_CHECKING:  # what needs torch is imported once the flags are parsed
+    from gdn_bench.profile_target import Target
 
 MODES = ("breakdown", "ncu", "proton")
 DEFAULT_BATCH, DEFAULT_TOKENS, DEFAULT_SEQS = 64, 8192, 1
@@ -116,6 +120,9 @@ def build_parser(checkout: Path) -> argparse.ArgumentParser:
 
 def target_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Target:
     """The Target the flags name; a flag that does not fit is the parser's one-line error."""
+    from gdn_bench.prefill_bench import even_lengths
+    from gdn_bench.profile_target import Target
+
     spec = resolve(args.definition)
     algo = args.algo or spec.submission
     if algo not in spec.algos_by_name:
@@ -181,6 +188,9 @@ def _write(path: Path, text: str) -> Path:
 
 
 def run_breakdown(target: Target, args) -> list[Path]:
+    from gdn_bench import kernel_breakdown
+    from gdn_bench.profile_target import build_call
+
     b = kernel_breakdown.measure(build_call(target, args.seed), args.repeats)
     header = (f"{target.label()} | GPU: {_gpu()} | seed {args.seed} | {args.repeats} calls per measurement, "
               f"each after a 256 MB L2 flush (CUPTI via torch.profiler)")
@@ -225,6 +235,8 @@ def run_ncu(target: Target, args, script: Path) -> list[Path]:
 def run_proton(target: Target, args) -> list[Path]:
     args.out.mkdir(parents=True, exist_ok=True)
     stem = args.out / f"{target.file_stem()}_proton"
+    from gdn_bench.profile_target import build_call
+
     hatchet = proton_lines.sample(build_call(target, args.seed), stem, args.repeats)
     lines = proton_lines.hot_lines(json.loads(hatchet.read_text()), args.kernel)
     header = (f"{target.label()} | GPU: {_gpu()} | seed {args.seed} | Proton PC sampling over {args.repeats} calls, "
@@ -242,6 +254,8 @@ def main(argv=None, *, script: Path) -> int:
     chosen_project(parser, args)
     target = target_from_args(parser, args)
     if args.under_ncu:
+        from gdn_bench.profile_target import build_call
+
         ncu_summary.bracketed_call(build_call(target, args.seed))
         return 0
     try:

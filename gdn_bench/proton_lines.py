@@ -24,8 +24,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import torch
-
 WARMUP, SAMPLED = "warm-up", "sampled"  # the session's two scopes
 LINE = re.compile(r"^(?P<path>.*):(?P<line>\d+)@(?P<function>.+)$")
 NOT_STALLS = ("stalled_selected",)  # the sample's warp was issuing
@@ -76,6 +74,8 @@ def _reason(error: Exception) -> str:
 def sample(fn: Callable[[], object], stem: Path, repeats: int, warmup: int = 3) -> Path:
     """PC-sample `repeats` calls of fn after `warmup` (see the module docstring); returns the
     .hatchet file written at `stem`.hatchet."""
+    import torch
+
     module = proton()
     try:
         session = module.start(str(stem), backend="cupti", mode="pcsampling", hook="triton")

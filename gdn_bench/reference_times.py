@@ -20,6 +20,8 @@ profiled for minutes). Entries written before the count was kept have no "sample
 are the same measurement); the version is unchanged, as either kind of file reads the other.
 """
 
+from __future__ import annotations
+
 import datetime
 import hashlib
 import json
@@ -29,12 +31,14 @@ import tempfile
 from dataclasses import dataclass, field
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from flashinfer_bench import Definition, Workload
 from tqdm import tqdm
 
 from gdn_bench.paths import cache_dir
-from gdn_bench.timing import TimingError
+
+if TYPE_CHECKING:  # flashinfer-bench is imported where it is used: command lines read MODES before it
+    from flashinfer_bench import Definition, Workload
 
 REFERENCE_FILE = "reference-times.json"
 VERSION = 1
@@ -150,6 +154,8 @@ def collect(mode: str, gpu: str, definition: Definition, root: Path | None, work
     added to `times` ("measured"). A timing
     that fails gives an entry with no time and its message ("failed"); a workload with no
     time and none measured has no entry."""
+    from gdn_bench.timing import TimingError
+
     if mode not in MODES:
         raise ValueError(f"reference mode {mode!r}: expected one of {', '.join(MODES)}")
     keys = {w.uuid: reference_key(gpu, definition, w, root) for w in workloads}

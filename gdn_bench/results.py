@@ -6,7 +6,8 @@
 meta names the definition and its submission algorithm ("submission"), and for a run that
 Ctrl-C stopped, where it stopped ("partial"). A Row is one (algorithm, workload): the
 workload's axes, status and max errors (flashinfer-bench's names and statistics, plus
-PACK_ERROR where the algorithm could not even be packed), the worst margin per output
+PACK_ERROR where the algorithm could not even be packed, WORKLOAD_ERROR where the workload
+itself could not run), the worst margin per output
 (gdn_bench.checking.worst_margin), and the timing tiers in µs (None where not measured).
 `reference` holds the kernel time of the definition's own reference per workload, timed like
 the rows' kernel tier (an entry of gdn_bench.reference_times, with where it came from).

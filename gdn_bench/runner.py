@@ -10,8 +10,11 @@ contest's speedup is that time / the submission's) and, where the definition has
 the memory floor per report group.
 Without a GPU, it checks correctness only, with Triton's interpreter (TRITON_INTERPRET=1 must
 be set before triton is first imported: gdn_bench.device.prepare_triton does it).
-Nothing is ever written into the dataset folder. Ctrl-C stops a run and returns what
-finished, marked partial (meta["partial"] says where it stopped; gdn_bench.interrupts).
+Nothing is ever written into the dataset folder. A trace set whose workloads could not run
+is refused when it loads (gdn_bench.trace_set_checks); a workload that still fails mid-run
+(its inputs, the reference, flashinfer-bench's Benchmark) gets failed rows saying why, and the
+run goes on. Ctrl-C stops a run and returns what finished, marked partial (meta["partial"]
+says where it stopped; gdn_bench.interrupts).
 `split` cuts a run into jobs that can run anywhere (scripts/run_modal.py runs them on Modal)
 and whose Results merge back into one.
 """
@@ -27,7 +30,8 @@ import torch
 from flashinfer_bench import Benchmark, BenchmarkConfig, Trace, TraceSet, Workload
 from tqdm import tqdm
 
-from gdn_bench.checking import ATOL, RTOL, CheckResult, SolutionCall, check_solutions, workload_inputs
+from gdn_bench.checking import (ATOL, RTOL, WORKLOAD_ERROR, CheckResult, SolutionCall, check_solutions,
+                                workload_inputs)
 from gdn_bench.dataset import load_trace_set
 from gdn_bench.definitions import DEFAULT, DefinitionSpec, resolve
 from gdn_bench.interrupts import Interrupted, stage, workers_ignore_ctrl_c
@@ -128,10 +132,11 @@ def split(settings: RunSettings, groups: int) -> list[RunSettings]:
 
 
 def harness_settings(settings: RunSettings) -> dict:
-    """warmup / iterations / trials: the given ones, else the contest's for the definition."""
+    """warmup / iterations / trials: the given ones (a warm-up of 0 included), else the contest's
+    for the definition."""
     default = settings.spec.harness
-    return {"warmup": settings.warmup or default.warmup, "iterations": settings.iterations or default.iterations,
-            "trials": settings.trials or default.trials}
+    given = {"warmup": settings.warmup, "iterations": settings.iterations, "trials": settings.trials}
+    return {name: getattr(default, name) if value is None else value for name, value in given.items()}
 
 
 def _str_or_none(value) -> str | None:
@@ -231,9 +236,10 @@ def run(settings: RunSettings) -> Results:
         if solutions and workloads:
             (_run_cpu if cpu else _run_gpu)(settings, trace_set, workloads, solutions, results)
             if times is not None:
+                failed = {r.workload for r in results.rows if r.status == WORKLOAD_ERROR}
                 with stage("definition reference (CUPTI)"):
-                    _reference_tier(settings.reference, trace_set.definitions[spec.name], trace_set.root, workloads,
-                                    times, results, settings.seed)
+                    _reference_tier(settings.reference, trace_set.definitions[spec.name], trace_set.root,
+                                    [w for w in workloads if w.uuid not in failed], times, results, settings.seed)
     except KeyboardInterrupt as e:
         where = e.stage if isinstance(e, Interrupted) else "the run"
         planned = len(workloads) * sum(a.name not in results.skipped for a in algos)
@@ -278,7 +284,10 @@ def _run_gpu(settings, trace_set, workloads, solutions, results: Results) -> Non
     rows: dict[tuple[str, str], Row] = {}
 
     def margins(checked: Row) -> None:
-        rows[(checked.algo, checked.workload)].margins = checked.margins
+        row = rows[(checked.algo, checked.workload)]
+        row.margins = checked.margins
+        if checked.status == WORKLOAD_ERROR:  # whatever the harness made of it, the workload could not run
+            row.status, row.message = checked.status, checked.message
 
     try:
         _harness_tier(settings, trace_set, definition, workloads, solutions, rows)
@@ -318,7 +327,14 @@ def _benchmark(bench: Benchmark, bench_set: TraceSet, definition, workloads, sol
     try:
         for w in tqdm(workloads, desc="flashinfer-bench", unit="workload"):
             bench_set.workloads[definition.name] = [Trace(definition=definition.name, workload=w)]
-            traces = bench.run_all(dump_traces=False).traces.get(definition.name, [])
+            try:
+                traces = bench.run_all(dump_traces=False).traces.get(definition.name, [])
+            except Exception as e:  # noqa: BLE001 - this workload's rows say so; the next one goes on
+                for algo in solutions:
+                    rows[(algo, w.uuid)] = Row(algo, w.uuid, dict(w.axes), "RUNTIME_ERROR",
+                                               message=f"flashinfer-bench failed on this workload: "
+                                                       f"{type(e).__name__}: {e}")
+                continue
             for t in traces:
                 ev, algo = t.evaluation, by_solution_name[t.solution]
                 row = Row(algo, w.uuid, dict(w.axes), ev.status.value)

@@ -5,10 +5,12 @@ top-level files of solution/<language>/. To submit both definitions from one bra
 points at a new commit (parent HEAD) whose tree is HEAD's tree with config.toml replaced by
 gdn_bench.packing.config_text_for(definition): made through a temporary index, hash-object,
 write-tree, commit-tree and tag, so no branch is switched and the working tree and index are
-untouched. It refuses, with one SubmitError, when the tag name is not one git takes, when
-the entry file is missing or does not define the entry point, when the tag exists, or when
-solution/ or config.toml have changes that are not committed (the tag would not hold what
-the user sees). Every SubmitError is one line that says what to do.
+untouched. It refuses, with one SubmitError, when the folder is in no git repository (or git
+is missing), when the tag name is not one git takes, when the entry file is missing or does
+not define the entry point, when the tag exists, or when solution/ or config.toml have
+changes that are not committed (the tag would not hold what the user sees). Every
+SubmitError is one line that says what to do; `how_to_push` says how to push a tag, adding the
+remote first where the repository has none of that name.
 """
 
 import os
@@ -43,6 +45,22 @@ def git_reason(output: str) -> str:
     return (errors or lines or ["no reason given"])[0]
 
 
+def toplevel(repo: Path) -> Path:
+    """The top folder of the git repository that holds `repo`; SubmitError, saying what to do,
+    when there is none or git is missing."""
+    try:
+        result = subprocess.run(["git", "-C", str(repo), "rev-parse", "--show-toplevel"], capture_output=True,
+                                text=True)
+    except FileNotFoundError:
+        raise SubmitError("git is not installed (or not on PATH): the contest takes a submission as a tag of a git "
+                          "repository, and this script makes it with git; install git") from None
+    if result.returncode != 0:
+        raise SubmitError(f"{repo} is not in a git repository ({git_reason(result.stderr)}): the contest takes a "
+                          "submission as a tag of one; clone the kit with git (not a downloaded archive), or name "
+                          "a clone with --repo")
+    return Path(result.stdout.strip())
+
+
 def check_tag_name(repo: Path, tag: str) -> None:
     """SubmitError unless `tag` is a valid git tag name (git check-ref-format)."""
     if subprocess.run(["git", "-C", str(repo), "check-ref-format", f"refs/tags/{tag}"]).returncode != 0:
@@ -51,11 +69,26 @@ def check_tag_name(repo: Path, tag: str) -> None:
                           "'.': git help check-ref-format); choose another")
 
 
+def has_remote(repo: Path, remote: str) -> bool:
+    """Whether `remote` is a remote of `repo`, or a URL or path git can push to as it is."""
+    if "/" in remote or ":" in remote:
+        return True
+    return subprocess.run(["git", "-C", str(repo), "remote", "get-url", remote], capture_output=True).returncode == 0
+
+
+def how_to_push(repo: Path, tag: str, remote: str) -> str:
+    """'push it: git push REMOTE refs/tags/TAG', with how to add the remote first where `repo`
+    has none of that name."""
+    push = f"push it: git push {remote} refs/tags/{tag}"
+    if has_remote(repo, remote):
+        return push
+    return (f"add the repository you register for the contest as the remote {remote!r} (git remote add {remote} URL; "
+            f"this one has none of that name), then {push}")
+
+
 def check_remote(repo: Path, remote: str) -> None:
     """SubmitError unless `remote` is a remote of `repo`, or a URL or path git can push to."""
-    if "/" in remote or ":" in remote:  # a URL or a path: git push takes it as it is
-        return
-    if subprocess.run(["git", "-C", str(repo), "remote", "get-url", remote], capture_output=True).returncode != 0:
+    if not has_remote(repo, remote):
         raise SubmitError(f"--remote {remote!r}: no such remote in {repo} (`git remote -v` lists them); add it "
                           f"with `git remote add {remote} URL`, or name another with --remote")
 
@@ -71,17 +104,16 @@ def _refuse_uncommitted(repo: Path) -> None:
 def tag_submission(repo: Path, definition: str, tag: str, remote: str | None = None) -> str:
     """Create tag `tag` on a commit submitting `definition` (a full name); returns the commit.
     With `remote` (the tag is to be pushed there next), that remote is checked first."""
-    repo = Path(git(repo, "rev-parse", "--show-toplevel"))
+    repo = toplevel(repo)
     check_tag_name(repo, tag)
     if remote is not None:
         check_remote(repo, remote)
     existing = subprocess.run(["git", "-C", str(repo), "rev-parse", "-q", "--verify", f"refs/tags/{tag}^{{commit}}"],
                               capture_output=True, text=True)
     if existing.returncode == 0:
-        push = f"git push {remote or 'origin'} refs/tags/{tag}"
+        push = how_to_push(repo, tag, remote or "origin")
         raise SubmitError(f"tag {tag!r} already exists (commit {existing.stdout.strip()[:12]}); to submit it as it "
-                          f"is, push it: {push}; to make it anew, delete it first (git tag -d {tag}) or choose "
-                          "another name")
+                          f"is, {push}; to make it anew, delete it first (git tag -d {tag}) or choose another name")
     _refuse_uncommitted(repo)
     mode = git(repo, "ls-tree", "HEAD", "config.toml").split(" ")[0]
     if not mode:

@@ -8,8 +8,9 @@ sum and CUDA-graph replay, with determinism and worst margins
     python scripts/bench_prefill.py --lengths 1,8191 --lengths 8192  # explicit lengths per call
     python scripts/bench_prefill.py --config NAME=VALUE,...  # also a variant of prefill.py
 
-Each --config times another variant of prefill.py with those settings (the ones it takes:
-gdn_bench/prefill_variants.py, CONFIG_NAMES). Writes
+Each --config times another variant of prefill.py with those settings (the ones it takes, and
+their values: gdn_bench/prefill_variants.py, SETTINGS), checked before anything
+needs a GPU. Writes
 bench_prefill.json and bench_prefill.txt under --out (default results/bench_prefill).
 """
 

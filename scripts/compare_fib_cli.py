@@ -59,11 +59,15 @@ def main(argv=None) -> int:
         results = Results.from_json(json.loads(args.results.read_text(encoding="utf-8")))
     except (OSError, ValueError, KeyError) as e:
         parser.error(f"argument results: not a run_local results.json ({e})")
+    if results.meta.get("mode") != "gpu":
+        parser.error(f"argument results: {args.results} is a CPU run's (a correctness pass: nothing timed); this "
+                     "compares timings: give the results.json of a run_local run on a GPU")
+    if not results.reference_us:
+        parser.error(f"argument results: {args.results} has no reference times (a GPU run with --reference skip); "
+                     "run run_local on the GPU without it")
     work = args.work or args.results.parent / "fib_cli"
     if work.exists():
         parser.error(f"argument --work: {work} exists; name a new folder")
-    if results.meta.get("mode") != "gpu" or not results.reference_us:
-        parser.error(f"argument results: {args.results} has no reference times (a GPU run without --reference skip)")
     uuids = pick_workloads(results, args.count)
     if not uuids:
         parser.error(f"argument results: in {args.results} the submission passed no workload with both times")

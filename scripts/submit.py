@@ -5,9 +5,11 @@
 The tag points at a new commit whose tree is HEAD's with config.toml's [solution] and [build]
 naming that definition and its entry point (gdn_bench/submit.py: git plumbing, no branch
 switch, working tree untouched). `pack_solution.py --definition ...` packs the same thing.
-Exit status 0 when tagged (and pushed), 2 when refused (a tag name git does not take, an
-unknown --remote with --push, missing entry file, existing tag, uncommitted changes in
-solution/ or config.toml) or when git fails; every refusal is one line saying what to do.
+Without --push it says how to push the tag (adding the remote first where the repository has
+none of that name). Exit status 0 when tagged (and pushed), 2 when refused (no git
+repository, a tag name git does not take, an unknown --remote with --push, missing entry
+file, existing tag, uncommitted changes in solution/ or config.toml) or when git fails; every
+refusal is one line saying what to do.
 """
 
 import argparse
@@ -17,7 +19,7 @@ from pathlib import Path
 from gdn_bench.arguments import definition_name
 from gdn_bench.definitions import DEFAULT, resolve
 from gdn_bench.paths import checkout_of
-from gdn_bench.submit import SubmitError, push_tag, tag_submission
+from gdn_bench.submit import SubmitError, how_to_push, push_tag, tag_submission, toplevel
 
 
 def main(argv=None) -> int:
@@ -38,7 +40,7 @@ def main(argv=None) -> int:
             push_tag(args.repo, args.tag, args.remote)
             print(f"pushed {args.tag} to {args.remote}")
         else:
-            print(f"push it with: git push {args.remote} {args.tag}   (or rerun with --push)")
+            print(f"to submit it, {how_to_push(toplevel(args.repo), args.tag, args.remote)}")
     except SubmitError as e:
         print(f"submit: error: {e}", file=sys.stderr)
         return 2

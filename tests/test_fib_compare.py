@@ -117,12 +117,19 @@ def test_dry_run_writes_the_trace_set_and_prints_the_command(run, tmp_path, caps
     assert (tmp_path / "fib_cli" / "solutions").is_dir()
 
 
-@pytest.mark.parametrize("change, says", [("cpu", "has no reference times"), ("work", "exists; name a new folder"),
-                                          ("none-passed", "the submission passed no workload with both times")])
+@pytest.mark.parametrize("change, says", [
+    ("cpu", "is a CPU run's (a correctness pass: nothing timed); this compares timings: give the results.json of a "
+            "run_local run on a GPU"),
+    ("no-reference", "has no reference times (a GPU run with --reference skip); run run_local on the GPU without it"),
+    ("work", "exists; name a new folder"),
+    ("none-passed", "the submission passed no workload with both times")])
 def test_what_it_cannot_compare_is_one_line_exit_2(run, change, says, tmp_path, capsys):
     broken = Results.from_json(json.loads(json.dumps(run.to_json())))  # a copy
     if change == "cpu":
         broken.meta["mode"] = "cpu-correctness"
+        (tmp_path / "fib_cli").mkdir()  # the CPU run's is what it says, not the folder
+    elif change == "no-reference":
+        broken.reference.clear()
     elif change == "work":
         (tmp_path / "fib_cli").mkdir()
     else:

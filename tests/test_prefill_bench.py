@@ -36,11 +36,50 @@ def test_parse_config_takes_the_listed_settings_only():
             variants.parse_config(f"{name}=2")
 
 
-def test_every_config_name_is_a_public_setting_of_the_submission():
+def test_every_setting_is_the_submissions_in_its_form_and_takes_its_value_there():
+    """SETTINGS follows prefill.py: each a public setting of the file, an integer or a NamedTuple
+    with the fields its Setting lists, whose value in the file passes its own check."""
     module = variants.load_variant({}, 0)
-    for name in variants.CONFIG_NAMES:
+    for name, setting in variants.SETTINGS.items():
         value = getattr(module, name)
-        assert not name.startswith("_") and (hasattr(value, "_fields") or type(value) is int), (name, value)
+        assert not name.startswith("_"), name
+        if isinstance(setting.takes, variants.Range):
+            assert type(value) is int, (name, value)
+        else:
+            assert value._fields == tuple(setting.takes), (name, value)
+        variants.check_setting(name, tuple(value) if hasattr(value, "_fields") else value)
+
+
+BAD_SETTINGS = {  # --config text -> what the one line says the setting takes
+    "CHUNK=0": "CHUNK (tokens per block): expected a power of two from 16 to 128, got 0",
+    "CHUNK=48": "CHUNK (tokens per block): expected a power of two from 16 to 128, got 48",
+    "CHUNK=100000": "CHUNK (tokens per block): expected a power of two from 16 to 128, got 100000",
+    "CHUNK=True": "CHUNK (tokens per block): expected a power of two from 16 to 128, got True",
+    "CHUNK=64.0": "CHUNK (tokens per block): expected a power of two from 16 to 128, got 64.0",
+    "PREP_WARPS=3": "PREP_WARPS (warps of the chunk prep): expected a power of two from 1 to 16, got 3",
+    "WALK_MAX_TOKENS=-2": "WALK_MAX_TOKENS (calls of at most this many tokens walk them; -1: none): expected an "
+                          "integer >= -1, got -2",
+    "SPAN_MIN_BLOCKS=0": "SPAN_MIN_BLOCKS (blocks per span, at least): expected an integer >= 1, got 0",
+    "SPAN_PIECES=4096": "SPAN_PIECES ((sequence, span) pieces per call, at most): expected an integer from 0 to 1024, "
+                        "got 4096",
+    "SUMMARY_LAUNCH=(8,4,2)": "SUMMARY_LAUNCH (the span summary's Launch): expected a tuple (block_v, warps, stages): "
+                              "block_v a power of two from 16 to 128; warps a power of two from 1 to 16; stages an "
+                              "integer from 1 to 8, got (8, 4, 2)",
+    "FIXUP_LAUNCH=(16,8,0)": "FIXUP_LAUNCH (the span fix-up's Launch): expected a tuple (block_v, warps, stages): ",
+    "FIXUP_LAUNCH=(16,8)": "FIXUP_LAUNCH (the span fix-up's Launch): expected a tuple (block_v, warps, stages): ",
+}
+
+
+@pytest.mark.parametrize("text, message", BAD_SETTINGS.items(), ids=BAD_SETTINGS)
+def test_a_value_a_setting_does_not_take_is_one_line_naming_it(text, message):
+    with pytest.raises(ValueError) as error:
+        variants.parse_config(text)
+    assert str(error.value).startswith(message) and "\n" not in str(error.value)
+
+
+def test_the_values_the_readme_and_the_tests_use_are_taken():
+    assert variants.parse_config("SPAN_MAX=8,WALK_MAX_TOKENS=-1,SPAN_MIN_TOKENS=1,SPAN_PIECES=1024,CHUNK=64,"
+                                 "SUMMARY_LAUNCH=(128,8,1)")
 
 
 def test_variants_set_listed_settings_in_their_form(tmp_path, monkeypatch):
@@ -53,12 +92,10 @@ def test_variants_set_listed_settings_in_their_form(tmp_path, monkeypatch):
     assert base.kernel() == (64, (64, 4, 2))
     assert variant.kernel() == (16, (32, 2, 3)) and type(variant.kernel()[1]) is variant.Launch
     assert variants.variant_label({"CHUNK": 16}) == "ours[CHUNK=16]" and variants.variant_label({}) == "ours"
-    for config, message in (({"CHUNKS": 16}, "prefill.py has no setting 'CHUNKS' that --config takes"),
+    for config, message in (({"CHUNKS": 16}, "CHUNKS: not a setting --config takes; it takes CHUNK, "),
                             ({"SPAN_MAX": 16}, "prefill.py has no setting 'SPAN_MAX' that --config takes"),
-                            ({"CHUNK": 1.5}, "CHUNK: expected an integer, got 1.5"),
-                            ({"CHUNK": True}, "CHUNK: expected an integer, got True"),
-                            ({"SUMMARY_LAUNCH": (1, 2)}, r"SUMMARY_LAUNCH: expected a tuple \(block_v, warps, stages\)"),
-                            ({"SUMMARY_LAUNCH": (1, 2, "3")}, "SUMMARY_LAUNCH.stages: expected an integer")):
+                            ({"CHUNK": 1.5}, r"CHUNK \(tokens per block\): expected a power of two"),
+                            ({"SUMMARY_LAUNCH": (64, 2, "3")}, r"SUMMARY_LAUNCH \(.*\): expected a tuple")):
         with pytest.raises(ValueError, match=message):
             variants.load_variant(config, 2)
 
@@ -90,6 +127,14 @@ def test_default_shapes_are_lengths():
     grid = shapes[len(prefill_bench.SHORT_SHAPES):]
     assert all(sum(s) == t and len(s) == n for s, (t, n) in zip(grid, prefill_bench.DEFAULT_SHAPES) if s != [1, 8191])
     assert [1] * 512 in shapes and [4] * 64 in shapes and [449] + [1] * 63 in shapes
+
+
+def test_a_bad_config_is_refused_before_the_gpu_is_looked_for():
+    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_prefill.py"), "--config", "CHUNK=48"],
+                            capture_output=True, text=True)
+    assert result.returncode == 2 and result.stderr.endswith(
+        "bench_prefill.py: error: argument --config: CHUNK (tokens per block): expected a power of two from 16 to "
+        "128, got 48\n")
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusal without a GPU")

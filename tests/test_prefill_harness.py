@@ -62,7 +62,7 @@ def test_bad_flags_one_message_exit_2(argv, message, capsys):
      "--algo: unknown prefill algorithm fla-recurrent; fla-recurrent is a decode algorithm: add --definition "
      "decode (prefill's: triton-chunked, pt-reference"),
     (["--definition", "prefill", "--seq-lens", "5,6", "--dataset", str(EMBEDDED_PATH)],
-     "--seq-lens: no workload has total_seq_len 5; the total_seq_len values are 6, 23, 41, 64, 70"),
+     "--seq-lens: no workload has total_seq_len 6; the total_seq_len values are 5, 8, 65, 68, 70"),
 ], ids=["decode-flag", "prefill-flag", "decode-algorithm", "absent-length"])
 def test_run_errors_one_message_exit_2(argv, message, capsys, tmp_path):
     code, _, err = _main([*argv, "--out", str(tmp_path)], capsys)
@@ -72,8 +72,8 @@ def test_run_errors_one_message_exit_2(argv, message, capsys, tmp_path):
 def test_cpu_selection_is_the_committed_subset():
     workloads = [t.workload for t in load_trace_set(None, NAME).workloads[NAME]]
     assert select_workloads(workloads, RunSettings(algos=[], definition="prefill"), cpu=True) == workloads
-    chosen = select_workloads(workloads, RunSettings(algos=[], definition="prefill", sizes=[23, 70]), cpu=True)
-    assert [w.axes["total_seq_len"] for w in chosen] == [23, 70]
+    chosen = select_workloads(workloads, RunSettings(algos=[], definition="prefill", sizes=[8, 70]), cpu=True)
+    assert [w.axes["total_seq_len"] for w in chosen] == [8, 70]
 
 
 def test_n_takes_that_many_of_each_token_bucket():
@@ -106,13 +106,13 @@ def test_committed_subset_passes_the_reference_check():
 
 def test_run_local_prefill_end_to_end(capsys, tmp_path):
     """Two committed workloads through run_local, pt-reference; rows keyed by the prefill axes."""
-    code, out, _ = _main(["--definition", "prefill", "--algo", "pt-reference", "--seq-lens", "6,23",
+    code, out, _ = _main(["--definition", "prefill", "--algo", "pt-reference", "--seq-lens", "5,65",
                           "--dataset", str(EMBEDDED_PATH), "--out", str(tmp_path)], capsys)
     assert code == 0 and "T≤" in out and "passed 2/2" in out
     data = json.loads((tmp_path / "results.json").read_text())
     assert data["meta"]["definition"] == NAME and data["meta"]["submission"] == "triton-chunked"
-    assert [r["axes"] for r in data["rows"]] == [{"total_seq_len": 6, "num_seqs": 1, "len_cu_seqlens": 2},
-                                                 {"total_seq_len": 23, "num_seqs": 1, "len_cu_seqlens": 2}]
+    assert [r["axes"] for r in data["rows"]] == [{"total_seq_len": 5, "num_seqs": 1, "len_cu_seqlens": 2},
+                                                 {"total_seq_len": 65, "num_seqs": 1, "len_cu_seqlens": 2}]
 
 
 def test_report_groups_by_token_bucket():

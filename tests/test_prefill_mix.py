@@ -8,10 +8,11 @@ import torch
 from safetensors.torch import load_file
 
 from gdn_bench import trace_cache
+from gdn_bench.algos import load_solution_file
 from gdn_bench.checking import workload_inputs
 from gdn_bench.dataset import load_trace_set
 from gdn_bench.definitions.prefill import mix as prefill_mix
-from gdn_bench.definitions.prefill.definition import NAME, build_definition
+from gdn_bench.definitions.prefill.definition import NAME, PREFILL, build_definition
 from gdn_bench.paths import cache_dir
 from helpers import SEED
 
@@ -115,8 +116,28 @@ def test_committed_subset():
     workloads = [t.workload for t in trace_set.workloads[NAME]]
     lengths = [load_file(trace_set.root / w.inputs["cu_seqlens"].path)["cu_seqlens"].diff().tolist() for w in workloads]
     assert lengths == [list(p) for p in prefill_mix.EMBEDDED_SUBSET]
-    assert any(0 in p for p in lengths) and max(map(len, lengths)) == 6
-    assert all(w.axes["total_seq_len"] <= 128 for w in workloads)
+    assert all(w.axes["total_seq_len"] <= 128 for w in workloads)  # all of it in the CPU pass
+
+
+def test_committed_subset_takes_every_path_of_the_submission_but_spans():
+    """What the README says the CPU pass covers: each path prefill.py chooses from T and N
+    (the walk by either of its rules, the chunked path for one sequence and for several, with
+    a partial last block and a sequence across a block's edge), an empty sequence on each
+    path, and no spans (too long for Triton's interpreter)."""
+    sub = load_solution_file(PREFILL.submission_entry(), "prefill_paths")
+    paths = set()
+    for lengths in prefill_mix.EMBEDDED_SUBSET:
+        total, count = sum(lengths), len(lengths)
+        assert sub._span_plan(total, count)[1] == 1, lengths
+        if not sub._walks(total, count):
+            ends = torch.tensor(lengths).cumsum(0)
+            assert total % sub.CHUNK and any(e // sub.CHUNK > (e - n) // sub.CHUNK for e, n in zip(ends, lengths))
+            path = "chunked"
+        else:
+            path = "walk" if total <= sub.WALK_MAX_TOKENS else "walk, by the mean length"
+        paths.add((path, count > 1, 0 in lengths))
+    assert paths == {("walk", False, False), ("walk", True, True), ("walk, by the mean length", True, False),
+                     ("chunked", False, False), ("chunked", True, True)}
 
 
 def test_cache_folder_defaults_to_the_users_cache(monkeypatch, tmp_path):

@@ -85,6 +85,8 @@ def test_target_argv_names_the_same_target_again(argv, tmp_path):
     (["--definition", "prefill", "--algo", "fi-baseline", "--config", "CHUNK=16"], "variants are of the prefill"),
     (["--definition", "prefill", "--config", "CHUNK"], "argument --config: expected NAME=VALUE"),
     (["--definition", "prefill", "--config", "_PREP_WARPS=8"], "argument --config: _PREP_WARPS: not a setting --config takes"),
+    (["--definition", "prefill", "--config", "CHUNK=48"],
+     "argument --config: CHUNK (tokens per block): expected a power of two from 16 to 128, got 48"),
     (["--kernel", "(unclosed"], "argument --kernel: not a regular expression"),
     (["--sections", "SpeedOfLight,not a section"], "argument --sections: expected comma-separated ncu section"),
     (["--mode", "nsys"], "argument --mode: invalid choice: 'nsys'"),

@@ -34,10 +34,20 @@ def test_ci_runs_the_readmes_cpu_torch_line():
     assert not re.search(r"pip install.*torch", script)  # torch comes from the README's line alone
 
 
+def test_ci_makes_the_readmes_virtual_environment_first():
+    """The Quick start's first step, before anything is installed, is what .ci/run runs (in its
+    own shell, so that the installs after it go into that environment)."""
+    assert _ci_block("venv") == "python3 -m venv .venv && . .venv/bin/activate"
+    assert README.index("<!-- ci:venv -->") < README.index("<!-- ci:torch -->") < README.index("<!-- ci:main -->")
+    script = (ROOT / ".ci" / "run").read_text()
+    assert script.index('eval "$venv"') < script.index("pip install") < script.index("for block in")
+    assert "-m venv" not in script  # the environment comes from the README's line alone
+
+
 def test_the_cpu_prefill_sizes_the_readme_names_are_the_embedded_ones():
     sizes = sorted(t.workload.axes["total_seq_len"] for t in load_trace_set(None, PREFILL.name).workloads[PREFILL.name])
-    assert "total_seq_len 6, 23, 41, 64,\n70)" in README and "T = 6, 23, 41, 64, 70" in README
-    assert sizes == [6, 23, 41, 64, 70]
+    assert "total_seq_len 5, 8, 65, 68,\n70)" in README and "T = 5, 8, 65, 68, 70" in README
+    assert sizes == [5, 8, 65, 68, 70]
     note = selection_note(RunSettings(algos=[], definition="prefill"), cpu=True)
     assert note == "the default CPU subset: its workloads of at most 128 tokens (up to 6, the first)"
 
@@ -48,8 +58,8 @@ def test_the_gpu_prefill_example_exits_2_on_a_cpu_as_the_readme_says(capsys, mon
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setenv("TRITON_INTERPRET", os.environ.get("TRITON_INTERPRET", "0"))
     assert cli.main([*example.split(), "--out", str(tmp_path)], checkout=ROOT) == 2
-    assert capsys.readouterr().err == ("run_local: error: --seq-lens: no workload has total_seq_len 8192; the "
-                                       "total_seq_len values are 6, 23, 41, 64, 70\n")
+    assert capsys.readouterr().err == ("run_local: error: --seq-lens: no workload has total_seq_len 6, 8192; the "
+                                       "total_seq_len values are 5, 8, 65, 68, 70\n")
 
 
 @pytest.mark.skipif(importlib.util.find_spec("modal") is None, reason="modal is not installed")

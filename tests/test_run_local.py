@@ -35,8 +35,12 @@ def test_defaults(monkeypatch):
     s = _settings([])
     assert s.algos == ["fla-recurrent"] and s.dataset is None and s.spec.name == "gdn_decode_qk4_v8_d128_k_last"
     assert (s.warmup, s.iterations, s.trials) == (None, None, None)  # the contest's: flashinfer-bench's defaults
+    from flashinfer_bench import BenchmarkConfig
+
     from gdn_bench.runner import harness_settings
 
+    fib = BenchmarkConfig()
+    assert harness_settings(s) == {"warmup": fib.warmup_runs, "iterations": fib.iterations, "trials": fib.num_trials}
     assert harness_settings(s) == {"warmup": 10, "iterations": 50, "trials": 3}
     assert s.out.parent.name == "results"
 
@@ -66,6 +70,28 @@ def test_bad_numbers_exit_2(argv, capsys):
     flag = "-n/--num-workloads" if argv[0] == "-n" else argv[0]
     assert e.value.code == 2 and last.startswith(f"run_local.py: error: argument {flag}: ")
     assert argv[1] in last and "positive_int" not in last  # the value, and no internal name
+
+
+def test_a_warmup_of_zero_is_taken():
+    from gdn_bench.runner import harness_settings
+
+    assert harness_settings(_settings(["--warmup", "0"])) == {"warmup": 0, "iterations": 50, "trials": 3}
+    with pytest.raises(SystemExit):
+        _settings(["--warmup", "-1"])
+
+
+def test_on_a_cpu_the_gpu_only_flags_get_a_note(capsys, tmp_path, monkeypatch):
+    """--warmup, --iterations, --trials, --reference and --reference-cache time things: a CPU
+    pass takes them and says they change nothing."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setenv("TRITON_INTERPRET", os.environ.get("TRITON_INTERPRET", "0"))
+    code, _, err = _main(["--algo", "pt-reference", "--batch-sizes", "1", "-n", "1", "--iterations", "7",
+                          "--warmup", "0", "--reference", "measure", "--out", str(tmp_path)], capsys)
+    assert code == 0 and err.splitlines()[0] == (
+        "run_local: note: no CUDA GPU, so --warmup, --iterations, --reference measure change nothing: the CPU pass "
+        "checks correctness and times nothing")
+    code, _, err = _main(["--algo", "pt-reference", "--batch-sizes", "1", "-n", "1", "--out", str(tmp_path)], capsys)
+    assert code == 0 and "note" not in err
 
 
 def test_reference_flags(tmp_path):
@@ -180,7 +206,7 @@ def test_both_definitions_on_cpu(capsys, tmp_path, monkeypatch):
     """Without a GPU (hidden here): each definition's report in its folder, and no track score."""
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setenv("TRITON_INTERPRET", os.environ.get("TRITON_INTERPRET", "0"))  # restored after the CPU path sets it
-    code, out, _ = _main(["--definition", "both", "--algo", "pt-reference", "--batch-sizes", "1", "--seq-lens", "6",
+    code, out, _ = _main(["--definition", "both", "--algo", "pt-reference", "--batch-sizes", "1", "--seq-lens", "5",
                           "-n", "1", "--out", str(tmp_path)], capsys)
     assert code == 0 and out.count("passed 1/1 (algorithm, workload) cases") == 2 and "score" not in out
     assert sorted(p.name for p in tmp_path.iterdir()) == ["decode", "prefill"]  # no track.json: nothing timed
@@ -389,6 +415,64 @@ def test_ctrl_c_keeps_what_finished(capsys, tmp_path, monkeypatch):
     assert {r["status"] for r in data["rows"]} == {"PASSED"}
     report = (tmp_path / "report.txt").read_text()
     assert report.startswith(f"PARTIAL RESULTS: {said}") and "passed 2/2 (algorithm, workload) cases (PARTIAL" in report
+
+
+def test_a_workload_that_fails_mid_run_fails_alone(capsys, tmp_path, monkeypatch):
+    """A workload whose inputs cannot be made (here the second: a blob gone bad after the
+    trace set loaded) fails on its own row, with why; the others run and --out is written."""
+    from gdn_bench import checking
+
+    made = []
+
+    def second_fails(definition, workload, *args):
+        made.append(workload.uuid)
+        if len(made) == 2:
+            raise ValueError("'q' expected [1, 1, 4, 128], got [2, 1, 4, 128]")
+        return inputs_of(definition, workload, *args)
+
+    inputs_of = checking.workload_inputs
+    monkeypatch.setattr(checking, "workload_inputs", second_fails)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setenv("TRITON_INTERPRET", os.environ.get("TRITON_INTERPRET", "0"))
+    code, out, _ = _main(["--algo", "pt-reference", "--batch-sizes", "1", "-n", "3", "--out", str(tmp_path)], capsys)
+    rows = {r["workload"]: r for r in json.loads((tmp_path / "results.json").read_text())["rows"]}
+    assert code == 1 and [rows[uuid]["status"] for uuid in made] == ["PASSED", "WORKLOAD_ERROR", "PASSED"]
+    assert rows[made[1]]["message"] == (
+        f"workload {made[1]} could not run: its inputs: ValueError: 'q' expected [1, 1, 4, 128], got [2, 1, 4, 128]")
+    assert "passed 2/3" in out and "pt-reference WORKLOAD_ERROR on B=1: workload" in out
+
+
+def test_a_workload_the_benchmark_fails_on_fails_alone():
+    """On a GPU: flashinfer-bench's Benchmark raising on one workload gives that workload's rows
+    RUNTIME_ERROR with the reason; the next workload goes on and the Benchmark is closed."""
+    from types import SimpleNamespace
+
+    from flashinfer_bench import TraceSet
+
+    from gdn_bench.dataset import load_trace_set
+    from gdn_bench.runner import _benchmark
+
+    trace_set = load_trace_set()
+    definition = trace_set.definitions[DEFINITIONS["decode"].name]
+    workloads = [t.workload for t in trace_set.workloads[definition.name][:2]]
+    calls, closed = [], []
+
+    def run_all(dump_traces):
+        calls.append(dump_traces)
+        if len(calls) == 1:
+            raise ValueError("'q' expected [1, 1, 4, 128], got [2, 1, 4, 128]")
+        return SimpleNamespace(traces={})
+
+    bench = SimpleNamespace(run_all=run_all, close=lambda: closed.append(True))
+    bench_set = TraceSet(root=trace_set.root, definitions={definition.name: definition},
+                         workloads={definition.name: []})
+    rows = {}
+    _benchmark(bench, bench_set, definition, workloads, {"ours": SimpleNamespace(name="ours")}, rows)
+    first, second = (rows[("ours", w.uuid)] for w in workloads)
+    assert closed and first.status == second.status == "RUNTIME_ERROR"
+    assert first.message == ("flashinfer-bench failed on this workload: ValueError: 'q' expected [1, 1, 4, 128], "
+                             "got [2, 1, 4, 128]")
+    assert second.message == "flashinfer-bench returned no evaluation"
 
 
 def test_ctrl_c_in_a_real_run_is_one_line_and_130(tmp_path):

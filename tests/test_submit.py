@@ -146,6 +146,32 @@ def test_unknown_definition(repo, capsys):
     assert e.value.code == 2 and "unknown definition 'nope'" in capsys.readouterr().err
 
 
+def test_without_push_it_says_how_to_push_and_how_to_add_a_missing_remote(repo, tmp_path, capsys):
+    code, out, _ = _submit(repo, "--tag", "t", capsys=capsys)
+    assert code == 0 and out.splitlines()[-1] == (
+        "to submit it, add the repository you register for the contest as the remote 'origin' (git remote add "
+        "origin URL; this one has none of that name), then push it: git push origin refs/tags/t")
+    git(repo, "remote", "add", "origin", str(tmp_path / "remote.git"))
+    code, out, _ = _submit(repo, "--tag", "u", capsys=capsys)
+    assert code == 0 and out.splitlines()[-1] == "to submit it, push it: git push origin refs/tags/u"
+
+
+def test_outside_a_git_repository_says_so_in_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("GIT_CEILING_DIRECTORIES", str(tmp_path.parent))  # wherever the temporary folder is
+    code, out, err = _submit(tmp_path, "--tag", "t", capsys=capsys)
+    assert code == 2 and out == "" and err.count("\n") == 1
+    assert err.startswith(f"submit: error: {tmp_path} is not in a git repository (fatal: not a git repository")
+    assert err.endswith("): the contest takes a submission as a tag of one; clone the kit with git (not a downloaded "
+                        "archive), or name a clone with --repo\n")
+
+
+def test_without_git_says_so_in_one_line(repo, capsys, monkeypatch):
+    monkeypatch.setenv("PATH", "")
+    code, _, err = _submit(repo, "--tag", "t", capsys=capsys)
+    assert code == 2 and err == ("submit: error: git is not installed (or not on PATH): the contest takes a submission "
+                                 "as a tag of a git repository, and this script makes it with git; install git\n")
+
+
 def test_push(repo, tmp_path, capsys):
     remote = tmp_path / "remote.git"
     subprocess.run(["git", "init", "-q", "--bare", str(remote)], check=True)

@@ -1,18 +1,29 @@
 """What the harness knows about one contest definition, in one frozen record (DefinitionSpec).
 Every module takes definition-specific facts from here, so a new definition is one new
-folder in this package plus one line in its registry."""
+folder in this package plus one line in its registry.
+
+The registry is read when a command line is built, so it imports neither flashinfer-bench
+nor torch (about 1.3 s): its callables import them when called (tests/test_scripts.py holds
+every script to parsing its arguments without them).
+"""
+
+from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-
-from flashinfer_bench import Definition, TensorSpec, TraceSet, Workload
+from typing import TYPE_CHECKING
 
 from gdn_bench.algos import Algo
+
+if TYPE_CHECKING:  # only for the annotations
+    from flashinfer_bench import Definition, TensorSpec, TraceSet, Workload
 
 
 def tensor(shape: list[str] | None, dtype: str, description: str) -> TensorSpec:
     """A Definition input or output: axis names (None for a scalar), dtype, what it is."""
+    from flashinfer_bench import TensorSpec
+
     return TensorSpec(shape=shape, dtype=dtype, description=description)
 
 

@@ -13,54 +13,61 @@ head h (query/key head h // 2), with D = 128 and the state S[v, k] ("K-last"):
 starting from state[n] (zero when state is None); new_state[n] is the final S, and zero
 for an empty sequence.
 
-Chunked form. Write H = S^T ([K, V]). Tokens are cut into blocks of C tokens at fixed
+Chunked form. Write H = S^T ([K, V]). Tokens are cut into blocks of C = 64 tokens at fixed
 positions (block j holds tokens jC .. jC+C-1); the part of one sequence inside one block
 is a *segment*, and segments are independent. Inside a segment, with G_i the cumulative
 log-decay from the segment's first token to token i (inclusive) and H0 the state before it:
 
     A[i,j]  = beta_i exp(G_i - G_j) (k_i . k_j)          j < i   (strictly lower)
-    T       = (I + A)^-1
-    W       = T (beta exp(G) * K),    U = T (beta * V)  rows i; K, V have rows k_i, v_i
+    Tb      = (I + A)^-1 diag(beta)
+    W       = Tb (exp(G) * K),    U = Tb V               rows i; K, V have rows k_i, v_i
     Delta   = U - W H0                                    rows: the per-token corrections
-    O       = scale (exp(G) * Q) H0 + M Delta,   M[i,j] = scale exp(G_i - G_j) (q_i . k_j), j <= i
-    H_last  = exp(G_L) H0 + (exp(G_L - G) * K)^T Delta    L: the segment's last token
+    O       = Q~ H0 + M Delta,   Q~ = scale exp(G) * Q,   M[i,j] = scale exp(G_i - G_j) (q_i . k_j), j <= i
+    H_last  = exp(G_L) H0 + K~^T Delta,   K~ = exp(G_L - G) * K     L: the segment's last token
 
-This is exact algebra (Delta_i = beta_i (v_i - H_{i-1}^T exp(g_i) k_i), unrolled). With
-Q~ = scale exp(G) * Q and K~ = exp(G_L - G) * K, the sequential part is three matrix
-products per segment: Delta = U - W H0, O = Q~ H0 + M Delta, H_L = exp(G_L) H0 + K~^T Delta.
-All log-decays are differences G_i - G_j <= 0 taken before exp, so long or strong decays
-underflow to 0, never to NaN.
+This is exact algebra (Delta_i = beta_i (v_i - H_{i-1}^T exp(g_i) k_i), unrolled), so the
+sequential part is three matrix products per block: Delta = U - W H, O = Q~ H + M Delta,
+H = exp(G_L) H + K~^T Delta. All log-decays are differences G_i - G_j <= 0 taken before exp,
+so long or strong decays underflow to 0, never to NaN.
 
-Spans. A block's map of the state is affine, H_L = P_c H0 + N_c with P_c = exp(G_L) I - K~^T W
-(K x K) and N_c = K~^T U, so a run of blocks maps it affinely too: the sequence's blocks, from
-the one holding its first token, are cut into spans of S blocks, and for span j (but the
-last) P_j and N_j come from walking the span's blocks from the identity and from zero, in
-parallel for every span. Then the states entering the spans follow one after another,
-H_{j+1} = P_j H_j + N_j (the first from the sequence's own state), one product per span; and
-every span's outputs are computed in parallel from its entering state.
+Spans. A block maps the state affinely, H_L = P_c H0 + N_c with P_c = exp(G_L) I - K~^T W
+(K x K) and N_c = K~^T U, so a run of blocks does too: the sequence's blocks, from the one
+holding its first token, are cut into spans of S blocks, and for each span but the last P_j
+and N_j come from carrying the identity and zero through its blocks, in parallel for every
+span. Then the states entering the spans follow one after another, H_{j+1} = P_j H_j + N_j
+(the first from the sequence's own state), one product per span; and every span's outputs
+are computed in parallel from its entering state.
 
-Kernels (C = 32):
-1. `_chunk_prep_kernel`, one program per (block, value head), all in parallel: gates,
-   G (segmented scans), A, T, and the operands W, Q~, K~^T, M and Tb = T diag(beta) (so
-   that U = Tb V), written as contiguous float32 tiles of a block-major scratch buffer.
+Precision. Every product on the tensor cores takes float16 operands and accumulates in
+float32; the state H stays in float32 registers and is rounded to float16 only as an operand.
+float16 has tf32's 10-bit mantissa (bfloat16 operands fail the contest's check under weak
+decay, docs/perf.md) at bfloat16's rate; the operands here are bounded by the inputs'
+sizes (unit-norm keys give |W|, |Tb|, |K~|, |M| of order 1), far inside float16's range.
+The products k.k and q.k take the bfloat16 inputs as they are (exact products). The
+triangular inverse: the 16 x 16 diagonal blocks A_d of A are nilpotent, so T_d = (I + A_d)^-1
+= (I - A_d)(I + A_d^2)(I + A_d^4)(I + A_d^8), whose products run in 3xTF32 (three tf32
+products per product, about float32's accuracy: the powers of A_d grow to ~10^3 for
+repeated keys while T_d stays of order 1, which float16 or tf32 alone could not resolve);
+then with N = T_d A_off (A_off the strictly block-lower part, N^(C/16) = 0), (I + A)^-1 =
+(I + N)^-1 T_d by Horner, z <- T_d - N z, in float16 products (N and z are of order 1).
+
+Kernels of the chunked path:
+1. `_chunk_prep_kernel`, one program per (block, value head), all in parallel: gates, G
+   (segmented scans), A, Tb, and the operands W, Q~, K~^T, M (float16) and exp(G_L) (float32),
+   written as contiguous tiles of a block-major scratch buffer.
 2. `_span_summary_kernel`, with spans only, one program per (sequence, span, value head,
    BV of the 2D columns of [N | P]): each span's map.
 3. `_span_fixup_kernel`, with spans only, one program per (sequence, value head, BV columns
    of V): the states entering the spans, in order.
 4. `_span_pass_kernel`, one program per (sequence, span, value head, BV columns of V): the
-   span's outputs and, for the last span, new_state. Without spans (short calls, short
-   sequences on average, many sequences: _span_plan) it walks the whole sequence.
-The walks (_walk) keep the state in float32 registers and multiply in tf32 (operands rounded
-to nearest first, see _tf32).
+   span's outputs and, for the last span, new_state. Without spans it carries the whole
+   sequence.
+Kernels 2 and 4 carry the state through blocks with `_carry_blocks`.
 
-Short calls (at most WALK_MAX_TOKENS tokens, or short sequences on average: _walks) skip all
-of that: `_token_walk_kernel` runs the recurrence token by token, as decode does, one program
-per (BV rows of the state, sequence, value head), in one launch.
-
-T = (I + A)^-1 without an unstable series: the 16x16 diagonal blocks A_d of A are nilpotent,
-so T_d = (I + A_d)^-1 = (I - A_d)(I + A_d^2)(I + A_d^4)(I + A_d^8), in exact float32; then
-with N = T_d A_off (A_off the strictly block-lower part, N^(C/16) = 0),
-(I + A)^-1 X = (I + N)^-1 T_d X, applied by Horner.
+Short calls (at most WALK_MAX_TOKENS tokens, or short sequences on average) skip all of
+that: `_token_walk_kernel` runs the recurrence token by token, as decode does, one program
+per (BV rows of the state, sequence, value head), in one launch. `_plan` chooses the path
+and every launch configuration, from T and N only.
 
 No host synchronization inside a call: sequence bounds are read on the device, grids come
 from shapes, and lengths are runtime arguments (no recompilation per T or N).
@@ -80,26 +87,88 @@ import triton.language as tl
 NUM_Q_HEADS = 4
 NUM_V_HEADS = 8
 HEAD_SIZE = 128
-SUB = 16  # rows per diagonal block of the triangular solve
+
+# --- Tuning surface: every setting and launch table, chosen in _plan ----------------------
+# Measured on H100 and H200 (docs/perf.md, prefill items 17-18).
+
+CHUNK = 64  # tokens per block (C): every product has 64 rows, which Hopper runs as wgmma
+SUB = 16  # rows per diagonal block of the triangular inverse
+PREP_WARPS = 4  # 8 on sm_100 (_prep_warps)
+# Short calls walk the tokens (_token_walk_kernel, one launch, no scratch): calls of at most
+# WALK_MAX_TOKENS tokens, and calls whose sequences hold at most WALK_MAX_MEAN_LENGTH tokens on
+# average (where the chunked path's per-sequence work dominates).
+WALK_MAX_TOKENS = 64
+WALK_MAX_MEAN_LENGTH = 4
+# Spans. When the sequences are long on average (at least SPAN_MIN_TOKENS tokens each), each
+# is cut into spans of at least SPAN_MIN_BLOCKS blocks, at most SPAN_MAX of them and at most
+# SPAN_PIECES // N (N sequences; none below 2).
+SPAN_MIN_TOKENS = 2048
+SPAN_MIN_BLOCKS = 4
+SPAN_MAX = 16
+SPAN_PIECES = 32
 
 
-_INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") == "1"
-# Round tf32 operands on a GPU; Triton's interpreter computes tf32 products in float32.
-_ROUND_TF32 = tl.constexpr(not _INTERPRETED)
+class Launch(NamedTuple):
+    """How a kernel that carries the state through blocks runs: BV columns of the state per
+    program, warps, software-pipelining stages of its block loop."""
+    block_v: int
+    warps: int
+    stages: int
 
 
-@triton.jit
-def _tf32(x):
-    """x rounded to the nearest tf32 value (10 mantissa bits, ties away from zero). The
-    tensor cores read a float32 operand of a tf32 product by dropping its low 13 bits, a
-    truncation biased toward zero whose error adds up over the 128-term sums and from chunk
-    to chunk (under the tests' stress regimes it pushed the output past the contest's
-    tolerance); on a rounded operand that truncation is exact. The identity in the
-    interpreter, whose tf32 products are float32."""
-    if _ROUND_TF32:
-        return ((x.to(tl.int32, bitcast=True) + 0x1000) & -0x2000).to(tl.float32, bitcast=True)
-    return x
+class PassRow(NamedTuple):
+    """A row of PASS_TABLE: grids of up to max_pieces (sequence, span) pieces (None: any
+    number, the last row) run the span pass with `launch`."""
+    max_pieces: int | None
+    launch: Launch
 
+
+# Few pieces: latency-bound, narrow tiles (more programs) and the next block's operands
+# prefetched (stages 2); many: throughput-bound, wide tiles (each program loads a block's
+# operands once for BV columns) and one stage, so that two programs fit a multiprocessor's
+# shared memory.
+PASS_TABLE = (
+    PassRow(max_pieces=2, launch=Launch(block_v=16, warps=4, stages=2)),
+    PassRow(max_pieces=8, launch=Launch(block_v=32, warps=4, stages=1)),
+    PassRow(max_pieces=None, launch=Launch(block_v=64, warps=4, stages=1)),
+)
+SUMMARY_LAUNCH = Launch(block_v=64, warps=4, stages=2)
+FIXUP_LAUNCH = Launch(block_v=16, warps=4, stages=3)
+
+
+class WalkLaunch(NamedTuple):
+    """How the token walk runs: BV rows of the state per program, warps, tokens per tile."""
+    block_v: int
+    warps: int
+    tile: int
+
+
+class WalkRow(NamedTuple):
+    """A row of WALK_TABLE: calls whose mean sequence length (rounded up) is at most
+    max_mean_length and whose (sequence, value head) pairs number at most max_pairs (None:
+    no bound) walk with `launch`; the first row that fits."""
+    max_mean_length: int | None
+    max_pairs: int | None
+    launch: WalkLaunch
+
+
+# One-token sequences: no tiles, and decode's tiles at large batch; longer ones: tiles of
+# tokens, narrow state tiles for one sequence (more programs, a shorter chain per token).
+WALK_TABLE = (
+    WalkRow(max_mean_length=1, max_pairs=32, launch=WalkLaunch(block_v=2, warps=1, tile=1)),
+    WalkRow(max_mean_length=1, max_pairs=None, launch=WalkLaunch(block_v=16, warps=1, tile=1)),
+    WalkRow(max_mean_length=None, max_pairs=8, launch=WalkLaunch(block_v=2, warps=1, tile=8)),
+    WalkRow(max_mean_length=None, max_pairs=None, launch=WalkLaunch(block_v=4, warps=1, tile=4)),
+)
+
+# Triton's interpreter (TRITON_INTERPRET=1, CPU) costs a few milliseconds per program whatever
+# its tile, so there every kernel runs with the whole state's width per program.
+INTERPRETER_WIDE = os.environ.get("TRITON_INTERPRET", "0") == "1"
+INTERPRETER_LAUNCH = Launch(block_v=HEAD_SIZE, warps=4, stages=1)
+INTERPRETER_WALK = WalkLaunch(block_v=HEAD_SIZE, warps=1, tile=4)
+
+
+# --- Device helpers shared by both paths ----------------------------------------------------
 
 @triton.jit
 def _softplus(x):
@@ -122,212 +191,6 @@ def _scale(scale, scale_ptr, SCALE_FROM_PTR: tl.constexpr, D: tl.constexpr):
         return tl.where(s == 0.0, 1.0 / tl.sqrt(float(D)), s)
     else:
         return scale
-
-
-@triton.jit
-def _segment_sum(a_value, a_seg, b_value, b_seg):
-    """Combine for a segmented sum scan: values add up while the segment stays the same
-    (segments are runs of equal ids, so this is associative)."""
-    return b_value + tl.where(a_seg == b_seg, a_value, 0.0), b_seg
-
-
-@triton.jit
-def _segment_of(cu_ptr, N, rows, BN: tl.constexpr):
-    """For each token index in `rows`: the number of sequence ends cu_seqlens[1..N] at or
-    before it, i.e. the index of its sequence. Equal values mean the same sequence. The first
-    BN ends are loaded before any loop, so that their load overlaps the caller's."""
-    offs = 1 + tl.arange(0, BN)
-    ends = tl.load(cu_ptr + offs, mask=offs <= N, other=2**62)
-    seg = tl.sum((ends[None, :] <= rows[:, None]).to(tl.int32), axis=1)
-    for start in range(BN, N, BN):
-        ends = tl.load(cu_ptr + start + offs, mask=start + offs <= N, other=2**62)
-        seg += tl.sum((ends[None, :] <= rows[:, None]).to(tl.int32), axis=1)
-    return seg
-
-
-@triton.jit
-def _block_setup(
-    q_ptr, k_ptr, A_log_ptr, a_ptr, dt_bias_ptr, b_ptr, cu_ptr, start, head, T, N,
-    SINGLE: tl.constexpr, WIDEN_BF16: tl.constexpr, HQ: tl.constexpr, HV: tl.constexpr, D: tl.constexpr,
-    C: tl.constexpr, BN: tl.constexpr,
-):
-    """Loads and gates of the block of C tokens from `start` for one value head.
-
-    Returns rows (token indices), valid (rows < T), seg (sequence of each row), k and q
-    [C, D] (bf16, or float32 when WIDEN_BF16), beta, G (float64: g summed over the row's
-    segment up to the row), G_end (float64: over the whole segment) and decay [C, C]:
-    exp(G_i - G_j) for the pairs (i, j) of one segment with j <= i, else 0. The sums run in
-    float64: G grows to C times the largest |g|, and a float32 G would put an error of
-    |G| * 2^-24 into every exponent, where only |G_i - G_j| * 2^-24 is due."""
-    # Every global load first: with a cold L2 each costs about a microsecond, so they must
-    # be in flight together rather than one after another.
-    i = tl.arange(0, C)
-    offs_d = tl.arange(0, D)
-    rows = start + i
-    valid = rows < T
-    qk_offs = (rows[:, None] * HQ + head // (HV // HQ)) * D + offs_d[None, :]
-    k = tl.load(k_ptr + qk_offs, mask=valid[:, None], other=0.0)
-    q = tl.load(q_ptr + qk_offs, mask=valid[:, None], other=0.0)
-    a = tl.load(a_ptr + rows * HV + head, mask=valid, other=0.0)
-    b = tl.load(b_ptr + rows * HV + head, mask=valid, other=0.0)
-    A_log = tl.load(A_log_ptr + head)
-    dt_bias = tl.load(dt_bias_ptr + head)
-    if SINGLE:
-        seg = tl.zeros([C], dtype=tl.int32)
-    else:
-        seg = _segment_of(cu_ptr, N, rows, BN)
-    if WIDEN_BF16:
-        k = k.to(tl.float32)
-        q = q.to(tl.float32)
-
-    g = tl.where(valid, -tl.exp(A_log) * _softplus(a.to(tl.float32) + dt_bias), 0.0).to(tl.float64)
-    beta = 1.0 / (1.0 + tl.exp(-b.to(tl.float32)))
-    G, _ = tl.associative_scan((g, seg), 0, _segment_sum)
-    after, _ = tl.associative_scan((g, seg), 0, _segment_sum, reverse=True)
-    causal = (seg[:, None] == seg[None, :]) & (i[None, :] <= i[:, None])
-    decay = tl.exp(tl.where(causal, (G[:, None] - G[None, :]).to(tl.float32), float("-inf")))
-    return rows, valid, seg, k, q, beta, G, G + after - g, decay
-
-
-@triton.jit
-def _inverse_parts(k, beta, G, seg, decay, NB: tl.constexpr, BT: tl.constexpr, C: tl.constexpr,
-                   D: tl.constexpr):
-    """(T_d, N) for (I + A)^-1, A[i, j] = beta_i decay[i, j] (k_i . k_j) for j < i.
-
-    T_d [NB, BT, BT]: the inverses of the BT x BT diagonal blocks of I + A, each
-    (I - A_d)(I + A_d^2)(I + A_d^4)(I + A_d^8) as A_d^16 = 0, in exact float32.
-    N [C, C] = T_d A_off, A_off the strictly block-lower part of A: (I + A)^-1 =
-    (I + N)^-1 T_d with N^NB = 0 (see _solve and _inverse). Both in float32."""
-    tl.static_assert(BT == 16)
-    i = tl.arange(0, C)
-    r = tl.arange(0, BT)
-    A_off = tl.where((i[:, None] // BT) > (i[None, :] // BT), beta[:, None] * decay * tl.dot(k, tl.trans(k)), 0.0)
-    k_blocks = tl.reshape(k, (NB, BT, D))
-    G_blocks = tl.reshape(G, (NB, BT))
-    seg_blocks = tl.reshape(seg, (NB, BT))
-    lower = (r[None, None, :] < r[None, :, None]) & (seg_blocks[:, :, None] == seg_blocks[:, None, :])
-    A_d = tl.exp(tl.where(lower, (G_blocks[:, :, None] - G_blocks[:, None, :]).to(tl.float32), float("-inf")))
-    A_d = tl.reshape(beta, (NB, BT))[:, :, None] * A_d * tl.dot(k_blocks, tl.permute(k_blocks, (0, 2, 1)))
-    power = A_d
-    T_d = tl.where(r[None, :, None] == r[None, None, :], 1.0, 0.0) - power
-    for _ in tl.static_range(3):
-        power = tl.dot(power, power, input_precision="ieee")
-        T_d += tl.dot(T_d, power, input_precision="ieee")
-    N_off = tl.reshape(tl.dot(T_d, tl.reshape(A_off, (NB, BT, C)), input_precision="ieee"), (C, C))
-    return T_d, N_off
-
-
-@triton.jit
-def _inverse(T_d, N_off, NB: tl.constexpr, BT: tl.constexpr, C: tl.constexpr):
-    """(I + A)^-1 = (I + N)^-1 T_d as one [C, C] matrix, sum_m (-N)^m T_d by Horner, in
-    float32 (T_d placed on the diagonal blocks of a [C, C] zero)."""
-    nb = tl.arange(0, NB)
-    diagonal = nb[:, None, None, None] == nb[None, None, :, None]
-    full = tl.reshape(tl.where(diagonal, tl.reshape(T_d, (NB, BT, 1, BT)), 0.0), (C, C))
-    z = full
-    for _ in tl.static_range(NB - 1):
-        z = full - tl.dot(N_off, z, input_precision="ieee")
-    return z
-
-
-@triton.jit
-def _solve(T_d, N_off, x, NB: tl.constexpr, BT: tl.constexpr, C: tl.constexpr, W: tl.constexpr):
-    """(I + A)^-1 x for x [C, W] float32: y = T_d x, then Horner over the powers of N,
-    sum_m (-N)^m y = y - N (y - N (y - ...)); T_d and N_off rounded to tf32 (see _tf32)."""
-    y = tl.reshape(tl.dot(_tf32(T_d), tl.reshape(_tf32(x), (NB, BT, W)), input_precision="tf32"), (C, W))
-    z = y
-    for _ in tl.static_range(NB - 1):
-        z = y - tl.dot(_tf32(N_off), _tf32(z), input_precision="tf32")
-    return z
-
-
-@triton.jit(do_not_specialize=["T", "N"])
-def _chunk_prep_kernel(
-    q_ptr, k_ptr, A_log_ptr, a_ptr, dt_bias_ptr, b_ptr, cu_ptr, tb_ptr, m_ptr, w_ptr, kt_ptr, qt_ptr, ge_ptr, flag_ptr,
-    out_ptr, scale, scale_ptr, T, N,
-    SINGLE: tl.constexpr, SCALE_FROM_PTR: tl.constexpr, WIDEN_BF16: tl.constexpr, IDX: tl.constexpr,
-    HQ: tl.constexpr, HV: tl.constexpr, D: tl.constexpr, C: tl.constexpr, BT: tl.constexpr, BN: tl.constexpr,
-):
-    """One block of C tokens for one value head: every operand of the walks (_walk) but U,
-    which they make from v (so the prep solves one system, not two, and writes no [C, D] tile
-    per V column). Writes, as contiguous tiles of block-major scratch, Tb = (I + A)^-1 diag(beta)
-    and M [C, C], W = Tb (e^G k) and Q~ = scale e^G q [C, D], K~^T = (e^(G_end - G) k)^T [D, C]
-    (all rounded to tf32: they are only operands of tf32 products), and e^G_end (G_end: G at
-    the last token of each row's segment). SINGLE: one sequence (no search). WIDEN_BF16: take
-    the bf16 products in float32 (Triton's interpreter computes bf16 tl.dot wrongly); they are
-    exact either way. Also checks cu_seqlens (_cu_seqlens_ok): program (0, 0) writes the flag
-    the walks add to every starting state, 0 or, for a malformed one, NaN; and then every
-    program writes NaN into its block's output rows (those no sequence would write)."""
-    block = tl.program_id(0)
-    head = tl.program_id(1)
-    lower, upper, cu_first, cu_last = _cu_seqlens_load(cu_ptr, N, BN)
-    NB: tl.constexpr = C // BT
-    i = tl.arange(0, C)
-    rows, valid, seg, k, q, beta, G64, G_end64, decay = _block_setup(
-        q_ptr, k_ptr, A_log_ptr, a_ptr, dt_bias_ptr, b_ptr, cu_ptr, block.to(IDX) * C, head, T, N,
-        SINGLE, WIDEN_BF16, HQ, HV, D, C, BN)
-    scale = _scale(scale, scale_ptr, SCALE_FROM_PTR, D)
-    block_hv = block.to(IDX) * HV + head
-    square = block_hv * (C * C) + i[:, None] * C + i[None, :]
-    tl.store(m_ptr + square, _tf32((scale * decay) * tl.dot(q, tl.trans(k))))
-    T_d, N_off = _inverse_parts(k, beta, G64, seg, decay, NB, BT, C, D)
-    tb = _tf32(_inverse(T_d, N_off, NB, BT, C) * beta[None, :])
-    tl.store(tb_ptr + square, tb)
-    G = G64.to(tl.float32)
-    w = tl.dot(tb, _tf32(k.to(tl.float32) * tl.exp(G)[:, None]), input_precision="tf32")
-    tile = block_hv * (C * D)
-    offs_d = tl.arange(0, D)
-    tl.store(w_ptr + tile + i[:, None] * D + offs_d[None, :], _tf32(w))
-    tl.store(qt_ptr + tile + i[:, None] * D + offs_d[None, :], _tf32(q.to(tl.float32) * (scale * tl.exp(G))[:, None]))
-    tl.store(kt_ptr + tile + offs_d[:, None] * C + i[None, :],
-             _tf32(tl.trans(k.to(tl.float32) * tl.exp((G_end64 - G64).to(tl.float32))[:, None])))
-    tl.store(ge_ptr + block_hv * C + i, tl.exp(G_end64.to(tl.float32)))
-    ok = _cu_seqlens_ok(lower, upper, cu_first, cu_last, cu_ptr, N, T, BN)
-    if (block == 0) & (head == 0):
-        tl.store(flag_ptr, tl.where(ok, 0.0, float("nan")))
-    if not ok:
-        _mark_rows(out_ptr, block.to(tl.int64) * C, tl.minimum(block.to(tl.int64) * C + C, T), head, offs_d, HV, D)
-
-
-@triton.jit
-def _walk(h, v_ptr, out_ptr, tb_ptr, m_ptr, w_ptr, kt_ptr, qt_ptr, ge_ptr, first, count, bos, eos, head, cols, use_v,
-          OUTPUT: tl.constexpr, HV: tl.constexpr, D: tl.constexpr, C: tl.constexpr, STAGES: tl.constexpr):
-    """h [D, BV] (columns `cols` of H = S^T) carried through `count` blocks from block `first`
-    for the tokens bos <= t < eos of one value head. Per block, from the prep's operands and
-    the input's v rows (other segments' rows masked to zero, which keeps them out: Tb, M and
-    the prep's rows do not mix segments):
-        U = Tb v (v's columns where use_v [BV], else 0),  Delta = U - W H,
-        O = Q~ H + M Delta  (OUTPUT: stored to out_ptr's columns `cols`),
-        H = e^G_end H + K~^T Delta.
-    With use_v false and h = I's columns this carries the block's transition H -> e^G_end H -
-    K~^T W H instead. Every product in tf32 on operands rounded to nearest (_tf32)."""
-    i = tl.arange(0, C)
-    offs_d = tl.arange(0, D)
-    for blk in tl.range(0, count, num_stages=STAGES):
-        block = first + blk
-        start = block * C
-        rows = start + i
-        mine = (rows >= bos) & (rows < eos)
-        block_hv = block * HV + head
-        tile = block_hv * (C * D)
-        v = tl.load(v_ptr + (rows[:, None] * HV + head) * D + cols[None, :], mask=mine[:, None] & use_v[None, :],
-                    other=0.0).to(tl.float32)
-        tb = tl.load(tb_ptr + block_hv * (C * C) + i[:, None] * C + i[None, :])
-        w = tl.load(w_ptr + tile + i[:, None] * D + offs_d[None, :])
-        kt = tl.load(kt_ptr + tile + offs_d[:, None] * C + i[None, :])
-        g_end = tl.load(ge_ptr + block_hv * C + (tl.maximum(bos, start) - start))
-        h_tf32 = _tf32(h)
-        delta = tl.dot(tb, v, input_precision="tf32") - tl.dot(w, h_tf32, input_precision="tf32")
-        delta = _tf32(tl.where(mine[:, None], delta, 0.0))
-        if OUTPUT:
-            qt = tl.load(qt_ptr + tile + i[:, None] * D + offs_d[None, :])
-            m = tl.load(m_ptr + block_hv * (C * C) + i[:, None] * C + i[None, :])
-            o = tl.dot(qt, h_tf32, input_precision="tf32")
-            o = tl.dot(m, delta, o, input_precision="tf32")
-            tl.store(out_ptr + (rows[:, None] * HV + head) * D + cols[None, :], o.to(out_ptr.dtype.element_ty),
-                     mask=mine[:, None])
-        h = h * g_end + tl.dot(kt, delta, input_precision="tf32")
-    return h
 
 
 @triton.jit
@@ -390,6 +253,198 @@ def _even_part(p, P, T):
     return lo, lo + size + (p < longer)
 
 
+# --- Chunked path, stage 1: the blocks' operands (_chunk_prep_kernel) -------------------------
+
+@triton.jit
+def _segment_sum(a_value, a_seg, b_value, b_seg):
+    """Combine for a segmented sum scan: values add up while the segment stays the same
+    (segments are runs of equal ids, so this is associative)."""
+    return b_value + tl.where(a_seg == b_seg, a_value, 0.0), b_seg
+
+
+@triton.jit
+def _segment_of(cu_ptr, N, rows, BN: tl.constexpr):
+    """For each token index in `rows`: the number of sequence ends cu_seqlens[1..N] at or
+    before it, i.e. the index of its sequence. Equal values mean the same sequence. The first
+    BN ends are loaded before any loop, so that their load overlaps the caller's."""
+    offs = 1 + tl.arange(0, BN)
+    ends = tl.load(cu_ptr + offs, mask=offs <= N, other=2**62)
+    seg = tl.sum((ends[None, :] <= rows[:, None]).to(tl.int32), axis=1)
+    for start in range(BN, N, BN):
+        ends = tl.load(cu_ptr + start + offs, mask=start + offs <= N, other=2**62)
+        seg += tl.sum((ends[None, :] <= rows[:, None]).to(tl.int32), axis=1)
+    return seg
+
+
+@triton.jit
+def _block_setup(
+    q_ptr, k_ptr, A_log_ptr, a_ptr, dt_bias_ptr, b_ptr, cu_ptr, start, head, T, N,
+    SINGLE: tl.constexpr, WIDEN_BF16: tl.constexpr, HQ: tl.constexpr, HV: tl.constexpr, D: tl.constexpr,
+    C: tl.constexpr, BN: tl.constexpr,
+):
+    """Loads and gates of the block of C tokens from `start` for one value head.
+
+    Returns valid (rows < T), seg (sequence of each row), k and q [C, D] (bf16, or float32
+    when WIDEN_BF16), beta, G (float64: g summed over the row's segment up to the row), G_end
+    (float64: over the whole segment) and decay [C, C]: exp(G_i - G_j) for the pairs (i, j)
+    of one segment with j <= i, else 0. The sums run in float64: G grows to C times the
+    largest |g|, and a float32 G would put an error of |G| * 2^-24 into every exponent, where
+    only |G_i - G_j| * 2^-24 is due."""
+    # Every global load first: with a cold L2 each costs about a microsecond, so they must
+    # be in flight together rather than one after another.
+    i = tl.arange(0, C)
+    offs_d = tl.arange(0, D)
+    rows = start + i
+    valid = rows < T
+    qk_offs = (rows[:, None] * HQ + head // (HV // HQ)) * D + offs_d[None, :]
+    k = tl.load(k_ptr + qk_offs, mask=valid[:, None], other=0.0)
+    q = tl.load(q_ptr + qk_offs, mask=valid[:, None], other=0.0)
+    a = tl.load(a_ptr + rows * HV + head, mask=valid, other=0.0)
+    b = tl.load(b_ptr + rows * HV + head, mask=valid, other=0.0)
+    A_log = tl.load(A_log_ptr + head)
+    dt_bias = tl.load(dt_bias_ptr + head)
+    if SINGLE:
+        seg = tl.zeros([C], dtype=tl.int32)
+    else:
+        seg = _segment_of(cu_ptr, N, rows, BN)
+    if WIDEN_BF16:
+        k = k.to(tl.float32)
+        q = q.to(tl.float32)
+
+    g = tl.where(valid, -tl.exp(A_log) * _softplus(a.to(tl.float32) + dt_bias), 0.0).to(tl.float64)
+    beta = 1.0 / (1.0 + tl.exp(-b.to(tl.float32)))
+    G, _ = tl.associative_scan((g, seg), 0, _segment_sum)
+    after, _ = tl.associative_scan((g, seg), 0, _segment_sum, reverse=True)
+    causal = (seg[:, None] == seg[None, :]) & (i[None, :] <= i[:, None])
+    decay = tl.exp(tl.where(causal, (G[:, None] - G[None, :]).to(tl.float32), float("-inf")))
+    return valid, seg, k, q, beta, G, G + after - g, decay
+
+
+@triton.jit
+def _unit_lower_inverse(A, NB: tl.constexpr, BT: tl.constexpr, C: tl.constexpr):
+    """(I + A)^-1 for A [C, C] float32 strictly lower triangular, C = NB BT.
+
+    The BT x BT diagonal blocks A_d are nilpotent (A_d^16 = 0 for BT = 16), so their inverses
+    T_d = (I - A_d)(I + A_d^2)(I + A_d^4)(I + A_d^8), in 3xTF32 products (about float32's
+    accuracy). With T the block-diagonal matrix of the T_d and N = T A_off (A_off: A's
+    strictly block-lower part, N^NB = 0), (I + A)^-1 = (I + N)^-1 T = sum_m (-N)^m T, by
+    Horner z <- T - N z; N and the Horner products take float16 operands (N and z, the
+    inverse itself, have entries of order 1)."""
+    tl.static_assert(BT == 16)
+    r = tl.arange(0, BT)
+    nb = tl.arange(0, NB)
+    same = nb[:, None, None, None] == nb[None, None, :, None]  # [NB, 1, NB, 1]: a diagonal block
+    blocks = tl.reshape(A, (NB, BT, NB, BT))
+    power = tl.sum(tl.where(same, blocks, 0.0), axis=2)  # A_d [NB, BT, BT]
+    T_d = tl.where(r[None, :, None] == r[None, None, :], 1.0, 0.0) - power
+    for _ in tl.static_range(3):
+        power = tl.dot(power, power, input_precision="tf32x3")
+        T_d += tl.dot(T_d, power, input_precision="tf32x3")
+    A_off = tl.reshape(tl.where(same, 0.0, blocks), (NB, BT, C))
+    N_off = tl.reshape(tl.dot(T_d.to(tl.float16), A_off.to(tl.float16)), (C, C)).to(tl.float16)
+    diagonal = tl.reshape(tl.where(same, tl.reshape(T_d, (NB, BT, 1, BT)), 0.0), (C, C))
+    z = diagonal
+    for _ in tl.static_range(NB - 1):
+        z = diagonal - tl.dot(N_off, z.to(tl.float16))
+    return z
+
+
+@triton.jit(do_not_specialize=["T", "N"])
+def _chunk_prep_kernel(
+    q_ptr, k_ptr, A_log_ptr, a_ptr, dt_bias_ptr, b_ptr, cu_ptr, tb_ptr, m_ptr, w_ptr, kt_ptr, qt_ptr, ge_ptr,
+    flag_ptr, out_ptr, scale, scale_ptr, T, N,
+    SINGLE: tl.constexpr, SCALE_FROM_PTR: tl.constexpr, WIDEN_BF16: tl.constexpr, IDX: tl.constexpr,
+    HQ: tl.constexpr, HV: tl.constexpr, D: tl.constexpr, C: tl.constexpr, BT: tl.constexpr, BN: tl.constexpr,
+):
+    """One block of C tokens for one value head: every operand of _carry_blocks but U, which
+    it makes from v (Tb v). Writes, as contiguous float16 tiles of block-major scratch,
+    Tb = (I + A)^-1 diag(beta) and M [C, C], W = Tb (e^G k) and Q~ = scale e^G q [C, D],
+    K~^T = (e^(G_end - G) k)^T [D, C]; and e^G_end in float32 (G_end: G at the last token of
+    each row's segment). SINGLE: one sequence (no search). WIDEN_BF16: take the bf16 products
+    in float32 (Triton's interpreter computes bf16 tl.dot wrongly); they are exact either
+    way. Also checks cu_seqlens (_cu_seqlens_ok): program (0, 0) writes the flag every
+    starting state adds, 0 or, for a malformed one, NaN; and then every program writes NaN
+    into its block's output rows (those no sequence would write)."""
+    block = tl.program_id(0)
+    head = tl.program_id(1)
+    lower, upper, cu_first, cu_last = _cu_seqlens_load(cu_ptr, N, BN)
+    i = tl.arange(0, C)
+    offs_d = tl.arange(0, D)
+    valid, seg, k, q, beta, G64, G_end64, decay = _block_setup(
+        q_ptr, k_ptr, A_log_ptr, a_ptr, dt_bias_ptr, b_ptr, cu_ptr, block.to(IDX) * C, head, T, N,
+        SINGLE, WIDEN_BF16, HQ, HV, D, C, BN)
+    scale = _scale(scale, scale_ptr, SCALE_FROM_PTR, D)
+    block_hv = block.to(IDX) * HV + head
+    square = block_hv * (C * C) + i[:, None] * C + i[None, :]
+    tile = block_hv * (C * D)
+    kk = tl.dot(k, tl.trans(k))
+    qk = tl.dot(q, tl.trans(k))
+    tl.store(m_ptr + square, ((scale * decay) * qk).to(tl.float16))
+    A = tl.where(i[None, :] < i[:, None], beta[:, None] * decay * kk, 0.0)
+    tb = (_unit_lower_inverse(A, C // BT, BT, C) * beta[None, :]).to(tl.float16)
+    tl.store(tb_ptr + square, tb)
+    G = G64.to(tl.float32)
+    k32 = k.to(tl.float32)
+    w = tl.dot(tb, (k32 * tl.exp(G)[:, None]).to(tl.float16))
+    tl.store(w_ptr + tile + i[:, None] * D + offs_d[None, :], w.to(tl.float16))
+    tl.store(qt_ptr + tile + i[:, None] * D + offs_d[None, :],
+             (q.to(tl.float32) * (scale * tl.exp(G))[:, None]).to(tl.float16))
+    tl.store(kt_ptr + tile + offs_d[:, None] * C + i[None, :],
+             tl.trans(k32 * tl.exp((G_end64 - G64).to(tl.float32))[:, None]).to(tl.float16))
+    tl.store(ge_ptr + block_hv * C + i, tl.exp(G_end64.to(tl.float32)))
+    ok = _cu_seqlens_ok(lower, upper, cu_first, cu_last, cu_ptr, N, T, BN)
+    if (block == 0) & (head == 0):
+        tl.store(flag_ptr, tl.where(ok, 0.0, float("nan")))
+    if not ok:
+        _mark_rows(out_ptr, block.to(tl.int64) * C, tl.minimum(block.to(tl.int64) * C + C, T), head, offs_d, HV, D)
+
+
+# --- Chunked path, stage 2: carrying the state through blocks (spans and the pass) ----------
+
+@triton.jit
+def _carry_blocks(h, v_ptr, out_ptr, tb_ptr, m_ptr, w_ptr, kt_ptr, qt_ptr, ge_ptr, first, count, bos, eos, head,
+                  cols, use_v, OUTPUT: tl.constexpr, HV: tl.constexpr, D: tl.constexpr, C: tl.constexpr,
+                  STAGES: tl.constexpr):
+    """h [D, BV] (columns `cols` of H = S^T, float32) carried through `count` blocks from block
+    `first` for the tokens bos <= t < eos of one value head. Per block, from the prep's
+    operands and the input's v rows (other segments' rows masked to zero, which keeps them
+    out: Tb, M and the prep's rows do not mix segments):
+        U = Tb v (v's columns where use_v [BV], else 0),  Delta = U - W H,
+        O = Q~ H + M Delta  (OUTPUT: stored to out_ptr's columns `cols`),
+        H = e^G_end H + K~^T Delta.
+    With use_v false and h = I's columns this carries the block's transition H -> e^G_end H -
+    K~^T W H instead. Every product takes float16 operands (H and Delta rounded) and sums in
+    float32; H itself stays float32."""
+    i = tl.arange(0, C)
+    offs_d = tl.arange(0, D)
+    tb_rows = C * tl.max(use_v.to(tl.int32), axis=0)  # with no v column U = 0: Tb is not read
+    for blk in tl.range(0, count, num_stages=STAGES):
+        block = first + blk
+        start = block * C
+        rows = start + i
+        mine = (rows >= bos) & (rows < eos)
+        block_hv = block * HV + head
+        tile = block_hv * (C * D)
+        v = tl.load(v_ptr + (rows[:, None] * HV + head) * D + cols[None, :], mask=mine[:, None] & use_v[None, :],
+                    other=0.0).to(tl.float16)
+        tb = tl.load(tb_ptr + block_hv * (C * C) + i[:, None] * C + i[None, :], mask=i[:, None] < tb_rows, other=0.0)
+        w = tl.load(w_ptr + tile + i[:, None] * D + offs_d[None, :])
+        kt = tl.load(kt_ptr + tile + offs_d[:, None] * C + i[None, :])
+        g_end = tl.load(ge_ptr + block_hv * C + (tl.maximum(bos, start) - start))
+        h16 = h.to(tl.float16)
+        delta = tl.dot(tb, v) - tl.dot(w, h16)
+        delta = tl.where(mine[:, None], delta, 0.0).to(tl.float16)
+        if OUTPUT:
+            qt = tl.load(qt_ptr + tile + i[:, None] * D + offs_d[None, :])
+            m = tl.load(m_ptr + block_hv * (C * C) + i[:, None] * C + i[None, :])
+            o = tl.dot(qt, h16)
+            o = tl.dot(m, delta, o)
+            tl.store(out_ptr + (rows[:, None] * HV + head) * D + cols[None, :], o.to(out_ptr.dtype.element_ty),
+                     mask=mine[:, None])
+        h = h * g_end + tl.dot(kt, delta)
+    return h
+
+
 @triton.jit
 def _sequence_span(cu_ptr, seq, span, T, S, SINGLE: tl.constexpr, C: tl.constexpr):
     """(bos, eos, first block, blocks in the span, spans of the sequence) for span `span` of
@@ -408,7 +463,7 @@ def _load_start_state(state_ptr, s_offs, bos, eos, flag_ptr, HAS_STATE: tl.const
                       BV: tl.constexpr):
     """A sequence's initial H columns: its state (transposed view), or zero without one or
     for an empty sequence (which must end at zero); plus the prep's flag (0, or NaN for a
-    malformed cu_seqlens: then every state and output the walks make from it is NaN)."""
+    malformed cu_seqlens: then every state and output made from it is NaN)."""
     if HAS_STATE:
         h = tl.load(state_ptr + s_offs)
     else:
@@ -418,15 +473,16 @@ def _load_start_state(state_ptr, s_offs, bos, eos, flag_ptr, HAS_STATE: tl.const
 
 @triton.jit(do_not_specialize=["T", "J", "S"])
 def _span_summary_kernel(
-    state_ptr, cu_ptr, v_ptr, tb_ptr, w_ptr, kt_ptr, ge_ptr, flag_ptr, sum_ptr, T, J, S,
+    state_ptr, cu_ptr, v_ptr, tb_ptr, w_ptr, kt_ptr, ge_ptr, flag_ptr, span_n_ptr, span_p_ptr, T, J, S,
     SINGLE: tl.constexpr, HAS_STATE: tl.constexpr, HV: tl.constexpr, D: tl.constexpr,
     C: tl.constexpr, BV: tl.constexpr, STAGES: tl.constexpr,
 ):
     """One (sequence, span but its last, value head, BV of the 2D columns [V | K]): the span's
-    affine map of the state, H_end = P H_start + N, in slot (sequence J + span) of sum
-    ([D, 2D] per head: N, then P rounded to tf32). N from the zero state and P from the
-    identity, both by _walk; span 0 starts from the sequence's state instead, so its N is
-    already the state entering span 1 (and its P is not needed)."""
+    affine map of the state, H_end = P H_start + N, in slot (sequence J + span): N [D, D] in
+    float32 to span_n, P [D, D] in float16 (only an operand of products) to span_p. N from the
+    zero state and P from the identity, both by _carry_blocks; span 0 starts from the
+    sequence's state instead, so its N is already the state entering span 1 (and its P is not
+    needed)."""
     pid = tl.program_id(0)
     NV: tl.constexpr = D // BV
     tile = pid % (2 * NV)
@@ -445,24 +501,25 @@ def _span_summary_kernel(
                                   bos, eos, flag_ptr, HAS_STATE, D, BV)
         else:
             h = tl.where((offs_d[:, None] == cols[None, :]) & (tile >= NV), 1.0, 0.0)
-        h = _walk(h, v_ptr, v_ptr, tb_ptr, tb_ptr, w_ptr, kt_ptr, kt_ptr, ge_ptr, first, count, bos, eos, head, cols,
-                  use_v, False, HV, D, C, STAGES)
-        slot = ((seq * J + span) * HV + head).to(tl.int64) * (2 * D * D)
-        h = tl.where(is_v, h, _tf32(h))  # P is only an operand of tf32 products
-        tl.store(sum_ptr + slot + offs_d[:, None] * (2 * D) + (tile * BV + tl.arange(0, BV))[None, :], h)
+        h = _carry_blocks(h, v_ptr, v_ptr, tb_ptr, tb_ptr, w_ptr, kt_ptr, kt_ptr, ge_ptr, first, count, bos, eos,
+                          head, cols, use_v, False, HV, D, C, STAGES)
+        slot = ((seq * J + span) * HV + head).to(tl.int64) * (D * D) + offs_d[:, None] * D + cols[None, :]
+        if is_v:
+            tl.store(span_n_ptr + slot, h)
+        else:
+            tl.store(span_p_ptr + slot, h.to(tl.float16))
 
 
 @triton.jit(do_not_specialize=["T", "J", "S"])
 def _span_fixup_kernel(
-    cu_ptr, sum_ptr, enter_ptr, T, J, S,
+    cu_ptr, span_n_ptr, span_p_ptr, enter_ptr, T, J, S,
     SINGLE: tl.constexpr, HV: tl.constexpr, D: tl.constexpr, C: tl.constexpr, BV: tl.constexpr,
     STAGES: tl.constexpr,
 ):
     """One (sequence, value head, BV columns of V): the state entering each span of the
     sequence from the spans' maps, in order: H_1 = N_0, H_{j+1} = P_j H_j + N_j; H_j goes to
-    enter slot (sequence J + j). The only sequential walk over a long sequence: one
+    enter slot (sequence J + j). The only sequential part over a long sequence: one
     [D, D] x [D, BV] product per span."""
-    NV: tl.constexpr = D // BV
     v_tile = tl.program_id(0)
     head = tl.program_id(1)
     seq = tl.program_id(2)
@@ -471,14 +528,14 @@ def _span_fixup_kernel(
     cols = v_tile * BV + tl.arange(0, BV)
     if spans > 1:
         base = (seq * J * HV + head).to(tl.int64)
-        h = tl.load(sum_ptr + base * (2 * D * D) + offs_d[:, None] * (2 * D) + cols[None, :])
+        h = tl.load(span_n_ptr + base * (D * D) + offs_d[:, None] * D + cols[None, :])
         tl.store(enter_ptr + (base + HV) * (D * D) + cols[None, :] * D + offs_d[:, None], h)
         for span in tl.range(1, spans - 1, num_stages=STAGES):
-            slot = base + span * HV
-            p = tl.load(sum_ptr + slot * (2 * D * D) + offs_d[:, None] * (2 * D) + D + offs_d[None, :])
-            n = tl.load(sum_ptr + slot * (2 * D * D) + offs_d[:, None] * (2 * D) + cols[None, :])
-            h = tl.dot(p, _tf32(h), n, input_precision="tf32")
-            tl.store(enter_ptr + (slot + HV) * (D * D) + cols[None, :] * D + offs_d[:, None], h)
+            slot = (base + span * HV) * (D * D)
+            p = tl.load(span_p_ptr + slot + offs_d[:, None] * D + offs_d[None, :])
+            n = tl.load(span_n_ptr + slot + offs_d[:, None] * D + cols[None, :])
+            h = tl.dot(p, h.to(tl.float16), n)
+            tl.store(enter_ptr + slot + HV * (D * D) + cols[None, :] * D + offs_d[:, None], h)
 
 
 @triton.jit(do_not_specialize=["T", "J", "S"])
@@ -487,11 +544,12 @@ def _span_pass_kernel(
     T, J, S, SINGLE: tl.constexpr, HAS_STATE: tl.constexpr, HV: tl.constexpr, D: tl.constexpr, C: tl.constexpr,
     BV: tl.constexpr, STAGES: tl.constexpr,
 ):
-    """One (sequence, span, value head, BV columns of V): the span's outputs by _walk, from the
-    sequence's state (span 0) or the state the fix-up found entering the span; the last span
-    writes new_state (an empty sequence's span 0: zero). With J = 1 every sequence is one span
-    and this is the whole state pass. A malformed cu_seqlens: the prep's flag makes every state
-    NaN (_load_start_state), so every output and new_state this writes is NaN."""
+    """One (sequence, span, value head, BV columns of V): the span's outputs by _carry_blocks,
+    from the sequence's state (span 0) or the state the fix-up found entering the span; the
+    last span writes new_state (an empty sequence's span 0: zero). With J = 1 every sequence
+    is one span and this is the whole state pass. A malformed cu_seqlens: the prep's flag
+    makes every state NaN (_load_start_state), so every output and new_state this writes is
+    NaN."""
     pid = tl.program_id(0)
     NV: tl.constexpr = D // BV
     v_tile = pid % NV
@@ -509,11 +567,13 @@ def _span_pass_kernel(
         else:
             slot = ((seq * J + span) * HV + head).to(tl.int64) * (D * D)
             h = tl.load(enter_ptr + slot + cols[None, :] * D + offs_d[:, None])
-        h = _walk(h, v_ptr, out_ptr, tb_ptr, m_ptr, w_ptr, kt_ptr, qt_ptr, ge_ptr, first, count, bos, eos, head, cols,
-                  cols < D, True, HV, D, C, STAGES)
+        h = _carry_blocks(h, v_ptr, out_ptr, tb_ptr, m_ptr, w_ptr, kt_ptr, qt_ptr, ge_ptr, first, count, bos, eos,
+                          head, cols, cols < D, True, HV, D, C, STAGES)
         if span >= spans - 1:
             tl.store(new_state_ptr + s_offs, h)
 
+
+# --- Token walk: short calls, the recurrence token by token -----------------------------------
 
 @triton.jit
 def _token_tile(q_ptr, k_ptr, v_ptr, a_ptr, b_ptr, start, limit, head, offs_k, cols,
@@ -606,7 +666,8 @@ def _token_walk_kernel(
         _mark_rows(out_ptr, bos, eos, head, cols, HV, D)
         _mark_rows(out_ptr, guess, guess_end, head, cols, HV, D)
 
-# --- Host side: checks, scale, scratch, launches ---------------------------------------------
+
+# --- Host side: checks, scale, the plan, scratch, launches -------------------------------------
 # The evaluator times a call from its first GPU activity to its last, so host work before
 # the first launch is free while host gaps between launches count. Everything is checked and
 # prepared before the first launch, the launches' own arguments included (_Launcher.prepare);
@@ -615,108 +676,31 @@ def _token_walk_kernel(
 
 _ARG_NAMES = ("q", "k", "v", "state", "A_log", "a", "dt_bias", "b", "cu_seqlens", "output", "new_state")
 _SEQ_BLOCK = 64  # sequence ends compared per step when locating a token's sequence
-CHUNK = 32  # tokens per block (C)
-PREP_WARPS = 4
-# Short calls walk the tokens (_token_walk_kernel, one launch, no scratch): calls of at most
-# WALK_MAX_TOKENS tokens, and calls whose sequences hold at most WALK_MAX_MEAN_LENGTH tokens on
-# average (where the chunked path's per-sequence work dominates). Chosen from H100/H200 sweeps
-# (docs/perf.md, prefill item 17).
-WALK_MAX_TOKENS = 64
-WALK_MAX_MEAN_LENGTH = 4
 
 
-class Launch(NamedTuple):
-    """How a kernel that walks blocks runs: BV columns per program, warps, software-pipelining
-    stages of its block loop."""
-    block_v: int
-    warps: int
-    stages: int
+class Plan(NamedTuple):
+    """How a call of T tokens in N sequences runs (_plan). walk: the token walk's launch, or
+    None for the chunked path; then spans of span_blocks blocks, at most `spans` per sequence
+    (1: no spans), and the launches of the span pass, the summary and the fix-up."""
+    walk: WalkLaunch | None
+    span_blocks: int
+    spans: int
+    pass_launch: Launch
+    summary: Launch
+    fixup: Launch
 
 
-# Spans. When the sequences are long on average (at least SPAN_MIN_TOKENS tokens each), each
-# is cut into spans of at least SPAN_MIN_BLOCKS blocks, at most SPAN_MAX of them and at most
-# SPAN_PIECES // N (N sequences; none below 2): the span maps are found in parallel
-# (_span_summary_kernel) and the only sequential walk left is one product per span
-# (_span_fixup_kernel). Chosen from H200 sweeps (docs/perf.md, prefill item 16).
-SPAN_MIN_TOKENS = 2048
-SPAN_MIN_BLOCKS = 8
-SPAN_MAX = 16
-SPAN_PIECES = 32
-# The span pass by the number of (sequence, span) pieces of its grid: (largest count, Launch).
-# Few pieces: latency-bound, narrow tiles; many: throughput-bound, wide tiles (each program
-# loads a block's operands once for BV columns).
-class PassRow(NamedTuple):
-    """A row of PASS_TABLE: grids of up to max_pieces (sequence, span) pieces (None: any
-    number, the last row) run the span pass with `launch`."""
-    max_pieces: int | None
-    launch: Launch
-
-
-PASS_TABLE = (
-    PassRow(max_pieces=4, launch=Launch(block_v=16, warps=4, stages=3)),
-    PassRow(max_pieces=8, launch=Launch(block_v=32, warps=4, stages=2)),
-    PassRow(max_pieces=None, launch=Launch(block_v=64, warps=4, stages=2)),
-)
-SUMMARY_LAUNCH = Launch(block_v=64, warps=4, stages=2)
-FIXUP_LAUNCH = Launch(block_v=16, warps=8, stages=3)
-
-
-class WalkLaunch(NamedTuple):
-    """How the token walk runs: BV rows of the state per program, warps, tokens per tile."""
-    block_v: int
-    warps: int
-    tile: int
-
-
-class WalkRow(NamedTuple):
-    """A row of WALK_TABLE: calls whose mean sequence length (rounded up) is at most
-    max_mean_length and whose (sequence, value head) pairs number at most max_pairs (None:
-    no bound) walk with `launch`; the first row that fits."""
-    max_mean_length: int | None
-    max_pairs: int | None
-    launch: WalkLaunch
-
-
-# One-token sequences: no tiles, and decode's tiles at large batch; longer ones: tiles of
-# tokens, narrow state tiles for one sequence (more programs, a shorter chain per token).
-WALK_TABLE = (
-    WalkRow(max_mean_length=1, max_pairs=32, launch=WalkLaunch(block_v=2, warps=1, tile=1)),
-    WalkRow(max_mean_length=1, max_pairs=None, launch=WalkLaunch(block_v=16, warps=1, tile=1)),
-    WalkRow(max_mean_length=None, max_pairs=8, launch=WalkLaunch(block_v=2, warps=1, tile=8)),
-    WalkRow(max_mean_length=None, max_pairs=None, launch=WalkLaunch(block_v=4, warps=1, tile=4)),
-)
-
-
-def _state_warps(warps, device):
-    """Warps for a kernel that carries the state: Triton 3.6 on sm_100 computes tl.dot
-    recurrences nondeterministically with 4 or more warps (triton issue #9871), so there
-    such kernels run with 2."""
-    if device.type == "cuda" and torch.cuda.get_device_capability(device)[0] >= 10:
-        return min(warps, 2)
-    return warps
-
-
-def _on_device(launch, device):
-    """`launch` with _state_warps' warps; with 2 warps (sm_100) BV is at most 16: a 32-column
-    tile spills registers there (docs/perf.md, "Notes moved from the code")."""
-    warps = _state_warps(launch.warps, device)
-    return launch._replace(warps=warps, block_v=min(launch.block_v, 16)) if warps < launch.warps else launch
-
-
-def _pass_launch(pieces, device):
-    """The span pass's Launch for a grid of `pieces` (sequence, span) pieces."""
-    return _on_device(next(launch for most, launch in PASS_TABLE if _within(pieces, most)), device)
-
-
-def _span_plan(total, num_seqs):
-    """(S, J): blocks per span and spans per sequence at most, for T tokens in N sequences
-    (J = 1: no spans; then S covers any sequence). See SPAN_MIN_TOKENS."""
-    blocks = triton.cdiv(total, CHUNK)
-    most = min(SPAN_MAX, SPAN_PIECES // num_seqs)
-    if most < 2 or total < SPAN_MIN_TOKENS * num_seqs or blocks < 2 * SPAN_MIN_BLOCKS:
-        return max(blocks, 1), 1
-    span = max(SPAN_MIN_BLOCKS, triton.cdiv(blocks, most))
-    return span, triton.cdiv(blocks, span)
+def _plan(total, num_seqs, device):
+    """The Plan for T tokens in N sequences on `device`: the path and every launch, from the
+    shapes only (the tables and settings at the top of this file)."""
+    wide = INTERPRETER_WIDE and device.type == "cpu"
+    if _walks(total, num_seqs):
+        return Plan(INTERPRETER_WALK if wide else _walk_launch(total, num_seqs), 1, 1, *(INTERPRETER_LAUNCH,) * 3)
+    span_blocks, spans = _span_plan(total, num_seqs)
+    if wide:
+        return Plan(None, span_blocks, spans, *(INTERPRETER_LAUNCH,) * 3)
+    return Plan(None, span_blocks, spans, _on_device(_pass_launch(num_seqs * spans), device),
+                _on_device(SUMMARY_LAUNCH, device), _on_device(FIXUP_LAUNCH, device))
 
 
 def _walks(total, num_seqs):
@@ -730,9 +714,45 @@ def _walk_launch(total, num_seqs):
     return next(launch for longest, most, launch in WALK_TABLE if _within(mean, longest) and _within(pairs, most))
 
 
+def _span_plan(total, num_seqs):
+    """(S, J): blocks per span and spans per sequence at most, for T tokens in N sequences
+    (J = 1: no spans; then S covers any sequence). See SPAN_MIN_TOKENS."""
+    blocks = triton.cdiv(total, CHUNK)
+    most = min(SPAN_MAX, SPAN_PIECES // num_seqs)
+    if most < 2 or total < SPAN_MIN_TOKENS * num_seqs or blocks < 2 * SPAN_MIN_BLOCKS:
+        return max(blocks, 1), 1
+    span = max(SPAN_MIN_BLOCKS, triton.cdiv(blocks, most))
+    return span, triton.cdiv(blocks, span)
+
+
+def _pass_launch(pieces):
+    """The span pass's Launch for a grid of `pieces` (sequence, span) pieces (PASS_TABLE)."""
+    return next(launch for most, launch in PASS_TABLE if _within(pieces, most))
+
+
 def _within(value, bound):
     """value <= bound, a bound of None meaning none."""
     return bound is None or value <= bound
+
+
+def _on_device(launch, device):
+    """`launch` as it runs on `device`: Triton 3.6 on sm_100 computes tl.dot recurrences
+    nondeterministically with 4 or more warps (triton issue #9871), so there the kernels that
+    carry the state run with 2 warps, at most 16 columns and one stage (with 2 warps a wider
+    tile or a second stage spills registers; compiled offline for sm_100)."""
+    if _blackwell(device) and launch.warps > 2:
+        return Launch(block_v=min(launch.block_v, 16), warps=2, stages=1)
+    return launch
+
+
+def _prep_warps(device):
+    """The prep's warps on `device`: PREP_WARPS, or 8 on sm_100, where 4 spill registers."""
+    return 8 if _blackwell(device) else PREP_WARPS
+
+
+def _blackwell(device):
+    """Whether `device` is a GPU of compute capability 10 or more."""
+    return device.type == "cuda" and torch.cuda.get_device_capability(device)[0] >= 10
 
 
 def _expected(total, num_seqs):
@@ -810,6 +830,7 @@ def _resolve_scale(scale, device):
     return _scale_value(scale), None
 
 
+_INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") == "1"
 _RUNTIME_KNOBS = getattr(getattr(triton, "knobs", None), "runtime", None)
 
 
@@ -839,7 +860,8 @@ def _direct_launcher(compiled, device_index, args):
 
 
 class _Launcher:
-    """Launches one @triton.jit kernel whose constexpr parameters come last.
+    """Launches one @triton.jit kernel whose constexpr parameters come last, its arguments
+    given by name.
 
     `prepare` does all the work of a launch but the launch itself and returns a function of
     no arguments that makes it, so that a call prepares every launch first and then makes them
@@ -857,8 +879,16 @@ class _Launcher:
         self.compiled = {}  # (device index, constexprs, warps) -> (CompiledKernel, stream getter) or False
 
     def prepare(self, grid, args, constexprs, num_warps, device):
-        raw = [a.data_ptr() if isinstance(a, torch.Tensor) else a for a in args]
-        aligned = all(a % 16 == 0 for a, t in zip(raw, args) if isinstance(t, torch.Tensor))
+        """The launch of `grid` programs with the runtime arguments `args` and the constexpr
+        ones `constexprs` (dicts by parameter name: together, every parameter once)."""
+        names = [name for name in self.fn.arg_names if name not in constexprs]
+        if sorted(names) != sorted(args) or len(names) + len(constexprs) != len(self.fn.arg_names):
+            raise TypeError(f"{self.fn.__name__}: arguments {sorted(args)} and {sorted(constexprs)} do not match "
+                            f"its parameters {self.fn.arg_names}")
+        ordered = [args[name] for name in names]
+        constexprs = {name: constexprs[name] for name in self.fn.arg_names if name in constexprs}
+        raw = [a.data_ptr() if isinstance(a, torch.Tensor) else a for a in ordered]
+        aligned = all(a % 16 == 0 for a, t in zip(raw, ordered) if isinstance(t, torch.Tensor))
         key = (device.index, tuple(constexprs.items()), num_warps)
         entry = self.compiled.get(key)
         if entry and aligned and not _hooks_installed():
@@ -868,7 +898,7 @@ class _Launcher:
             return lambda: run(*head, None, None, None, *values)
 
         def through_triton():
-            compiled = self.fn[grid](*args, **constexprs, num_warps=num_warps)
+            compiled = self.fn[grid](*ordered, **constexprs, num_warps=num_warps)
             if entry is None and aligned and not _INTERPRETED:
                 self.compiled[key] = _direct_launcher(compiled, device.index, (*raw, *constexprs.values()))
         return through_triton
@@ -898,6 +928,24 @@ def check_cu_seqlens(cu_seqlens, total_seq_len):
         raise ValueError(f"cu_seqlens[{len(ends) - 1}]: expected total_seq_len = {total_seq_len}, got {ends[-1]}")
 
 
+def _scratch(blocks, num_seqs, spans, device):
+    """The chunked path's scratch, by name: the prep's float16 tiles Tb and M [blocks, HV, C, C],
+    W, K~^T and Q~ [blocks, HV, C D]; its float32 e^G_end [blocks, HV, C] and cu_seqlens flag
+    (4 elements: every slot stays 16-byte aligned); with spans, each (sequence, span)'s map N
+    (float32) and P (float16) [N J, HV, D, D] and its entering state [N J, HV, D, D] (float32).
+    One float16 and one float32 allocation."""
+    hv, c, d = NUM_V_HEADS, CHUNK, HEAD_SIZE
+    maps = num_seqs * spans * hv * d * d if spans > 1 else 0
+    half = dict(tb=blocks * hv * c * c, m=blocks * hv * c * c, w=blocks * hv * c * d, kt=blocks * hv * c * d,
+                qt=blocks * hv * c * d, span_p=maps)
+    single = dict(ge=blocks * hv * c, flag=4, span_n=maps, enter=maps)
+    buffers = {}
+    for dtype, sizes in ((torch.float16, half), (torch.float32, single)):
+        parts = torch.split(torch.empty(sum(sizes.values()), dtype=dtype, device=device), list(sizes.values()))
+        buffers.update(zip(sizes, parts))
+    return buffers
+
+
 def kernel(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_state):
     """DPS entry point: writes `output` [T,8,128] bf16 and `new_state` [N,8,128,128] f32.
 
@@ -914,54 +962,49 @@ def kernel(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_
     scale_value, scale_tensor = _resolve_scale(scale, device)
     if num_seqs == 0:
         return
-    scale_ptr = A_log if scale_tensor is None else scale_tensor  # unused unless read in-kernel
+    plan = _plan(total, num_seqs, device)
+    inputs = dict(q_ptr=q, k_ptr=k, A_log_ptr=A_log, a_ptr=a, dt_bias_ptr=dt_bias, b_ptr=b, cu_ptr=cu_seqlens)
     state_in = state if state is not None else new_state  # unused without a state
-    shapes = dict(HV=NUM_V_HEADS, D=HEAD_SIZE, C=CHUNK)
-    if _walks(total, num_seqs):
-        launch = _walk_launch(total, num_seqs)
+    scale_args = dict(scale=scale_value, scale_ptr=A_log if scale_tensor is None else scale_tensor)
+    heads = dict(HV=NUM_V_HEADS, D=HEAD_SIZE)
+    if plan.walk is not None:
         _launch_walk.prepare(
-            (HEAD_SIZE // launch.block_v, num_seqs * NUM_V_HEADS, 1),
-            (q, k, v, state_in, A_log, a, dt_bias, b, cu_seqlens, output, new_state, scale_value, scale_ptr, total,
-             num_seqs),
-            dict(HAS_STATE=state is not None, SCALE_FROM_PTR=scale_tensor is not None, HQ=NUM_Q_HEADS,
-                 HV=NUM_V_HEADS, D=HEAD_SIZE, BV=launch.block_v, BN=_SEQ_BLOCK, CT=launch.tile),
-            launch.warps, device)()
+            (HEAD_SIZE // plan.walk.block_v, num_seqs * NUM_V_HEADS, 1),
+            dict(inputs, v_ptr=v, state_ptr=state_in, out_ptr=output, new_state_ptr=new_state, **scale_args, T=total,
+                 N=num_seqs),
+            dict(HAS_STATE=state is not None, SCALE_FROM_PTR=scale_tensor is not None, HQ=NUM_Q_HEADS, **heads,
+                 BV=plan.walk.block_v, BN=_SEQ_BLOCK, CT=plan.walk.tile),
+            plan.walk.warps, device)()
         return
-    hv, d, chunk = NUM_V_HEADS, HEAD_SIZE, CHUNK
-    blocks = max(triton.cdiv(total, chunk), 1)  # at least one prep program: it writes the flag
-    span_blocks, spans = _span_plan(total, num_seqs)
-    # Scratch: Tb and M [blocks, HV, C, C], W, K~^T and Q~ [blocks, HV, C * D], G_end [blocks, HV, C];
-    # with spans, each (sequence, span)'s map [N * J, HV, D, 2D] and entering state [N * J, HV, D, D].
-    # and the prep's flag (4 elements: every slot stays 16-byte aligned).
-    sizes = [blocks * hv * chunk * chunk] * 2 + [blocks * hv * chunk * d] * 3 + [blocks * hv * chunk, 4]
-    if spans > 1:
-        sizes += [num_seqs * spans * hv * 2 * d * d, num_seqs * spans * hv * d * d]
-    scratch = torch.split(torch.empty(sum(sizes), dtype=torch.float32, device=device), sizes)
-    tb, m, w, kt, qt, g_end, flag = scratch[:7]
-    sums, enter = scratch[7:] if spans > 1 else (tb, tb)  # unused without spans
+    blocks = max(triton.cdiv(total, CHUNK), 1)  # at least one prep program: it writes the flag
+    s = _scratch(blocks, num_seqs, plan.spans, device)
+    operands = dict(tb_ptr=s["tb"], w_ptr=s["w"], kt_ptr=s["kt"], ge_ptr=s["ge"], flag_ptr=s["flag"])
     # The prep's element offsets in int32 when every one fits (the usual case), else in int64.
-    idx = tl.int32 if max(blocks * hv * chunk * d, total * hv * d) < 2**31 else tl.int64
-    walk = dict(SINGLE=num_seqs == 1, HAS_STATE=state is not None, **shapes)
+    idx = tl.int32 if max(blocks * NUM_V_HEADS * CHUNK * HEAD_SIZE, total * NUM_V_HEADS * HEAD_SIZE) < 2**31 else tl.int64
+    lengths = dict(T=total, J=plan.spans, S=plan.span_blocks)
+    carry = dict(SINGLE=num_seqs == 1, HAS_STATE=state is not None, **heads, C=CHUNK)
     launches = [_launch_prep.prepare(  # every launch prepared before the first goes out
-        (blocks, hv, 1),
-        (q, k, A_log, a, dt_bias, b, cu_seqlens, tb, m, w, kt, qt, g_end, flag, output, scale_value, scale_ptr, total,
-         num_seqs),
+        (blocks, NUM_V_HEADS, 1),
+        dict(inputs, **operands, m_ptr=s["m"], qt_ptr=s["qt"], out_ptr=output, **scale_args, T=total, N=num_seqs),
         dict(SINGLE=num_seqs == 1, SCALE_FROM_PTR=scale_tensor is not None, WIDEN_BF16=_INTERPRETED, IDX=idx,
-             HQ=NUM_Q_HEADS, **shapes, BT=SUB, BN=_SEQ_BLOCK),
-        PREP_WARPS, device)]
-    if spans > 1:
-        summary, fixup = _on_device(SUMMARY_LAUNCH, device), _on_device(FIXUP_LAUNCH, device)
+             HQ=NUM_Q_HEADS, **heads, C=CHUNK, BT=SUB, BN=_SEQ_BLOCK),
+        _prep_warps(device), device)]
+    if plan.spans > 1:
+        summary, fixup = plan.summary, plan.fixup
         launches.append(_launch_summary.prepare(
-            (num_seqs * (spans - 1) * hv * 2 * (d // summary.block_v), 1, 1),
-            (state_in, cu_seqlens, v, tb, w, kt, g_end, flag, sums, total, spans, span_blocks),
-            dict(walk, BV=summary.block_v, STAGES=summary.stages), summary.warps, device))
+            (num_seqs * (plan.spans - 1) * NUM_V_HEADS * 2 * (HEAD_SIZE // summary.block_v), 1, 1),
+            dict(operands, state_ptr=state_in, cu_ptr=cu_seqlens, v_ptr=v, span_n_ptr=s["span_n"],
+                 span_p_ptr=s["span_p"], **lengths),
+            dict(carry, BV=summary.block_v, STAGES=summary.stages), summary.warps, device))
         launches.append(_launch_fixup.prepare(
-            (d // fixup.block_v, hv, num_seqs), (cu_seqlens, sums, enter, total, spans, span_blocks),
-            dict(SINGLE=num_seqs == 1, **shapes, BV=fixup.block_v, STAGES=fixup.stages), fixup.warps, device))
-    pass_launch = _pass_launch(num_seqs * spans, device)
+            (HEAD_SIZE // fixup.block_v, NUM_V_HEADS, num_seqs),
+            dict(cu_ptr=cu_seqlens, span_n_ptr=s["span_n"], span_p_ptr=s["span_p"], enter_ptr=s["enter"], **lengths),
+            dict(SINGLE=num_seqs == 1, **heads, C=CHUNK, BV=fixup.block_v, STAGES=fixup.stages), fixup.warps, device))
+    walk_pass = plan.pass_launch
     launches.append(_launch_pass.prepare(
-        (num_seqs * spans * hv * (d // pass_launch.block_v), 1, 1),
-        (state_in, cu_seqlens, v, tb, m, w, kt, qt, g_end, flag, enter, output, new_state, total, spans, span_blocks),
-        dict(walk, BV=pass_launch.block_v, STAGES=pass_launch.stages), pass_launch.warps, device))
+        (num_seqs * plan.spans * NUM_V_HEADS * (HEAD_SIZE // walk_pass.block_v), 1, 1),
+        dict(operands, state_ptr=state_in, cu_ptr=cu_seqlens, v_ptr=v, m_ptr=s["m"], qt_ptr=s["qt"],
+             enter_ptr=s["enter"], out_ptr=output, new_state_ptr=new_state, **lengths),
+        dict(carry, BV=walk_pass.block_v, STAGES=walk_pass.stages), walk_pass.warps, device))
     for launch in launches:
         launch()

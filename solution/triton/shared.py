@@ -110,7 +110,8 @@ class Launcher:
     `launch` launches at once. `prepare` does all the work of a launch but the launch itself
     and returns a function of no arguments that makes it, so that a call of several launches
     can prepare them all first and then make them back to back (the host time between two
-    kernels is then only the launch). The first
+    kernels is then only the launch); `prepare_by_name` takes the arguments by parameter
+    name. Arguments are positional, constexprs last, in the kernel's order. The first
     launch of a configuration goes through Triton (which compiles it); later ones call the
     compiled kernel's launcher directly with raw pointers, skipping Triton's per-call
     argument binding. That is valid while the arguments specialize as on the first launch:
@@ -139,6 +140,18 @@ class Launcher:
             run, head = compiled.run, (*grid, stream_of(device_index), compiled.function, compiled.packed_metadata)
             return lambda: run(*head, None, None, None, *raw, *values)
         return lambda: self._through_triton(grid, args, constexprs, num_warps, key, raw, aligned)
+
+    def prepare_by_name(self, grid, args, constexprs, num_warps, device_index):
+        """prepare(...) with the arguments given by parameter name: `args` the runtime ones,
+        `constexprs` the constexpr ones (dicts: together, every parameter of the kernel once;
+        TypeError otherwise). Ordering them costs a few microseconds: for calls of several
+        launches, prepared before the first goes out."""
+        names = [name for name in self.fn.arg_names if name not in constexprs]
+        if sorted(names) != sorted(args) or len(names) + len(constexprs) != len(self.fn.arg_names):
+            raise TypeError(f"{self.fn.__name__}: arguments {sorted(args)} and {sorted(constexprs)} do not match "
+                            f"its parameters {self.fn.arg_names}")
+        pairs = tuple((name, constexprs[name]) for name in self.fn.arg_names if name in constexprs)
+        return self.prepare(grid, [args[name] for name in names], pairs, num_warps, device_index)
 
     def launch(self, grid, args, constexprs, num_warps, device_index, lowered_args=None):
         """prepare(...)() with nothing made in between, for a call of one launch (the same

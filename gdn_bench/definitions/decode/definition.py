@@ -7,27 +7,30 @@ optional); A_log, dt_bias [8] f32; a, b [B, 1, 8] bf16; scale f32 scalar. Output
 gdn_bench/definitions/decode/reference.py.
 """
 
-from pathlib import Path
+from __future__ import annotations
 
-from flashinfer_bench import AxisConst, AxisVar, BenchmarkConfig, Definition, TraceSet, Workload
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gdn_bench.algos import Algo, baseline_config
-from gdn_bench.definitions.decode import reference
-from gdn_bench.definitions.decode.mix import write_decode_workloads
 from gdn_bench.definitions.spec import DefinitionSpec, Harness, tensor
 from gdn_bench.paths import EMBEDDED_PATH
 from gdn_bench.roles import BASELINE, REFERENCE
 from gdn_bench.shapes import HEAD_SIZE, NUM_Q_HEADS, NUM_V_HEADS
-from gdn_bench.timing import copy_floor_us
+
+if TYPE_CHECKING:  # flashinfer-bench is imported where it is used (gdn_bench.definitions.spec says why)
+    from flashinfer_bench import Definition, TraceSet, Workload
 
 NAME = "gdn_decode_qk4_v8_d128_k_last"
-REFERENCE_PATH = Path(reference.__file__)
+REFERENCE_PATH = Path(__file__).with_name("reference.py")
 # CPU pass default: the first random workload of B=1 and B=4, and the first model-like one.
 CPU_DEFAULT_BATCHES = (1, 4)
 
 
 def build_definition() -> Definition:
     """The decode definition, with this project's reference."""
+    from flashinfer_bench import AxisConst, AxisVar, Definition
+
     qk = ["batch_size", "seq_len", "num_q_heads", "head_size"]
     per_v_head = ["batch_size", "seq_len", "num_v_heads"]
     state = ["batch_size", "num_v_heads", "head_size", "head_size"]
@@ -69,6 +72,8 @@ def build_definition() -> Definition:
 
 def state_copy_floor_us(batch: int) -> float:
     """The memory floor at batch size `batch`: the CUPTI time of copying its float32 state (GPU)."""
+    from gdn_bench.timing import copy_floor_us
+
     definition = build_definition()
     shapes = dict(zip(definition.inputs, definition.get_input_shapes({"batch_size": batch})))
     return copy_floor_us(shapes["state"])
@@ -89,6 +94,20 @@ def cpu_subset(workloads: list[Workload]) -> list[Workload]:
     for w in workloads:
         firsts.setdefault("blob" if _has_blob(w) else w.axes["batch_size"], w)
     return [firsts[k] for k in (*CPU_DEFAULT_BATCHES, "blob") if k in firsts]
+
+
+def write_embedded(trace_set: TraceSet, name: str, seed: int) -> None:
+    """Decode's part of the embedded trace set (gdn_bench.definitions.decode.mix)."""
+    from gdn_bench.definitions.decode.mix import write_decode_workloads
+
+    write_decode_workloads(trace_set, name, seed)
+
+
+def embedded_workloads() -> list[Workload]:
+    """The workloads of the embedded trace set."""
+    from flashinfer_bench import TraceSet
+
+    return [t.workload for t in TraceSet.from_path(str(EMBEDDED_PATH)).workloads[NAME]]
 
 
 def _config(name: str, **kwargs):
@@ -118,8 +137,6 @@ ALGOS = (
          needs_gpu=True, requires=("tvm_ffi",)),
 )
 
-_DEFAULTS = BenchmarkConfig()
-
 DECODE = DefinitionSpec(
     name=NAME,
     short="decode",
@@ -133,14 +150,14 @@ DECODE = DefinitionSpec(
     group_of=lambda axes: axes["batch_size"],
     group_label="B",
     group_title="batch size",
-    harness=Harness(_DEFAULTS.warmup_runs, _DEFAULTS.iterations, _DEFAULTS.num_trials),
+    harness=Harness(warmup=10, iterations=50, trials=3),  # flashinfer-bench's defaults, the contest's for decode
     default_dataset=lambda gpu: EMBEDDED_PATH,
-    planned_workloads=lambda: [t.workload for t in TraceSet.from_path(str(EMBEDDED_PATH)).workloads[NAME]],
+    planned_workloads=embedded_workloads,
     cpu_subset=cpu_subset,
     cpu_subset_note="the first random workload of B = 1 and of B = 4, and the first model-like one",
     workload_label=lambda axes: f"B={axes['batch_size']}",
     workload_kind=workload_kind,
-    write_embedded=write_decode_workloads,
+    write_embedded=write_embedded,
     floor_us=state_copy_floor_us,
     job_groups=7,  # as many as the contest mix has batch sizes
 )

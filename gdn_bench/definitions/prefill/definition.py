@@ -8,20 +8,22 @@ cu_seqlens [N + 1] int64; scale f32 scalar. Outputs: output [T, 8, 128] bf16 and
 definition's; the reference is the text of gdn_bench/definitions/prefill/reference.py.
 """
 
-from pathlib import Path
+from __future__ import annotations
 
-from flashinfer_bench import AxisConst, AxisVar, Definition, Workload
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from gdn_bench.algos import Algo, baseline_config
-from gdn_bench.definitions.prefill import reference
-from gdn_bench.definitions.prefill.mix import contest_mix_root, contest_mix_workloads, write_embedded_subset
 from gdn_bench.definitions.spec import DefinitionSpec, Harness, tensor
 from gdn_bench.paths import EMBEDDED_PATH
 from gdn_bench.roles import BASELINE, REFERENCE
 from gdn_bench.shapes import HEAD_SIZE, NUM_Q_HEADS, NUM_V_HEADS
 
+if TYPE_CHECKING:  # flashinfer-bench is imported where it is used (gdn_bench.definitions.spec says why)
+    from flashinfer_bench import Definition, TraceSet, Workload
+
 NAME = "gdn_prefill_qk4_v8_d128_k_last"
-REFERENCE_PATH = Path(reference.__file__)
+REFERENCE_PATH = Path(__file__).with_name("reference.py")
 # CPU pass on a trace set given with --dataset: at most this many workloads of at most this
 # many tokens, in file order (the embedded subset fits whole).
 CPU_MAX_TOKENS, CPU_MAX_WORKLOADS = 128, 6
@@ -29,6 +31,8 @@ CPU_MAX_TOKENS, CPU_MAX_WORKLOADS = 128, 6
 
 def build_definition() -> Definition:
     """The prefill definition, with this project's reference."""
+    from flashinfer_bench import AxisConst, AxisVar, Definition
+
     per_token = ["total_seq_len", "num_v_heads"]
     state = ["num_seqs", "num_v_heads", "head_size", "head_size"]
     return Definition(
@@ -87,6 +91,28 @@ def workload_kind(w: Workload) -> str:
     return "random, unit-norm keys" if stored else "random"
 
 
+def default_dataset(gpu: bool) -> Path:
+    """The generated mix on a GPU (written into the cache folder on first use), the embedded
+    trace set and its CPU subset on a CPU (gdn_bench.definitions.prefill.mix)."""
+    from gdn_bench.definitions.prefill.mix import contest_mix_root
+
+    return contest_mix_root(build_definition()) if gpu else EMBEDDED_PATH
+
+
+def planned_workloads() -> list[Workload]:
+    """The generated mix's workloads, without writing it."""
+    from gdn_bench.definitions.prefill.mix import contest_mix_workloads
+
+    return contest_mix_workloads(build_definition())
+
+
+def write_embedded(trace_set: TraceSet, name: str, seed: int) -> None:
+    """Prefill's part of the embedded trace set: its CPU subset."""
+    from gdn_bench.definitions.prefill.mix import write_embedded_subset
+
+    write_embedded_subset(trace_set, name, seed)
+
+
 def _config(name: str):
     return baseline_config(name, NAME)
 
@@ -122,13 +148,13 @@ PREFILL = DefinitionSpec(
     group_label="T≤",
     group_title="total_seq_len (rounded up to a power of two)",
     harness=Harness(warmup=1, iterations=5, trials=3),  # the contest's flags for prefill
-    default_dataset=lambda gpu: contest_mix_root(build_definition()) if gpu else EMBEDDED_PATH,
-    planned_workloads=lambda: contest_mix_workloads(build_definition()),
+    default_dataset=default_dataset,
+    planned_workloads=planned_workloads,
     cpu_subset=cpu_subset,
     cpu_subset_note=f"its workloads of at most {CPU_MAX_TOKENS} tokens (up to {CPU_MAX_WORKLOADS}, the first)",
     workload_label=lambda axes: f"T={axes['total_seq_len']} N={axes['num_seqs']}",
     workload_kind=workload_kind,
-    write_embedded=write_embedded_subset,
+    write_embedded=write_embedded,
     floor_us=None,  # a group mixes batches of different N and T: no single memory floor
     job_groups=8,
 )

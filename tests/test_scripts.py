@@ -1,0 +1,59 @@
+"""Every command line checks its arguments before it imports torch or flashinfer-bench (about
+1.3 s): a script run with torch made unimportable still prints its help, and still refuses a
+bad flag with one line and status 2."""
+
+import importlib.util
+import subprocess
+import sys
+
+import pytest
+
+from helpers import ROOT
+
+# Runs a script (argv[1]) with its arguments (argv[2:]) where importing torch or
+# flashinfer-bench raises.
+WITHOUT_TORCH = """
+import runpy, sys
+
+class Refuse:
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in ("torch", "flashinfer_bench"):
+            raise ImportError(f"{name} imported before the arguments were checked")
+
+sys.meta_path.insert(0, Refuse())
+sys.argv = sys.argv[1:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+# Scripts whose parsers show default sizes that live in the measuring modules, which import
+# torch: they parse after it (GPU tools: their first use is on a GPU machine anyway).
+PARSE_AFTER_TORCH = {"bench_kernel", "bench_prefill", "tune_launch"}
+SCRIPTS = sorted(p.stem for p in (ROOT / "scripts").glob("*.py") if p.stem not in PARSE_AFTER_TORCH)
+
+
+def _without_torch(script: str, *argv: str) -> subprocess.CompletedProcess:
+    if script == "run_modal" and importlib.util.find_spec("modal") is None:
+        pytest.skip("modal is not installed")
+    return subprocess.run([sys.executable, "-c", WITHOUT_TORCH, str(ROOT / "scripts" / f"{script}.py"), *argv],
+                          capture_output=True, text=True, cwd=ROOT)
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_help_and_a_bad_flag_need_no_torch(script):
+    shown = _without_torch(script, "--help")
+    assert shown.returncode == 0 and "usage:" in shown.stdout, shown.stderr
+    refused = _without_torch(script, "--no-such-flag")  # or a required argument missing: argparse's line either way
+    assert refused.returncode == 2 and ".py: error: " in refused.stderr.splitlines()[-1], refused.stderr
+    assert "Traceback" not in refused.stderr
+
+
+@pytest.mark.parametrize("script, argv, said", [
+    ("run_local", ["--algo", "nope"], "run_local: error: --algo: unknown decode algorithm nope"),
+    ("run_local", ["--definition", "both", "--algo", "fla-recurrent"],
+     "run_local: error: prefill: --algo: unknown prefill algorithm fla-recurrent"),
+    ("run_local", ["--seq-lens", "6"], "run_local: error: --seq-lens applies to --definition prefill"),
+    ("profile_call", ["--definition", "prefill", "--config", "CHUNK=48"],
+     "argument --config: CHUNK (tokens per block): expected a power of two from 16 to 128, got 48"),
+], ids=["unknown-algorithm", "both", "other-definitions-flag", "config"])
+def test_argument_errors_past_the_parser_need_no_torch(script, argv, said, tmp_path):
+    refused = _without_torch(script, *argv, "--out", str(tmp_path))
+    assert refused.returncode == 2 and said in refused.stderr and "Traceback" not in refused.stderr, refused.stderr
