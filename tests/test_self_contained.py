@@ -28,7 +28,7 @@ SHARED = {
 }
 # Names that submission files define with different code, each its own (beyond SHARED's copies:
 # prefill.py's _ARG_NAMES and _expected are the prefill definition's).
-DIFFERENT = {"kernel", "_ARG_NAMES", "_expected"}
+DIFFERENT = {"kernel", "_ARG_NAMES", "_expected", "_plan"}
 
 
 def _definitions(path):
