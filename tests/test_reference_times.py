@@ -226,3 +226,31 @@ def test_the_profile_is_read_as_torch_reads_it():
     theirs = [(e.name, e.time_range.start, e.time_range.end) for e in prof.events() if e.device_type == cpu]
     assert len(ours) >= 9 and sorted(ours) == sorted(theirs)
     assert _device_kernels(prof) == []  # no CUDA kernel on a CPU
+
+
+def test_a_run_times_the_reference_with_its_timer_and_the_runs_counts(decode, monkeypatch):
+    """run_local's reference tier (gdn_bench.runner): the timer reference_timer chooses, with
+    the run's warm-up / iterations / trials; the run's meta says which timer, each time's entry
+    too."""
+    from gdn_bench import runner
+    from gdn_bench.checking import workload_inputs
+    from gdn_bench.evaluator_timing import TIME_RUNNABLE, ReferenceTimer
+    from gdn_bench.results import Results
+
+    definition, root, random, _ = decode
+    seen = []
+    timer = ReferenceTimer(TIME_RUNNABLE, {"torch": "2.13"},
+                           time_ms=lambda fn, args, warmup, iterations, device: seen.append((warmup, iterations)) or 0.25)
+    monkeypatch.setattr(runner, "reference_timer", lambda: timer)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda: GPU)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(runner, "workload_inputs", lambda d, w, r, device, seed: workload_inputs(d, w, r, "cpu", seed))
+    settings = runner.RunSettings(algos=["fla-recurrent"], definition="decode", reference="measure", iterations=7)
+    results = Results(meta={"reference": {"mode": "measure", "file": None}})
+    runner._reference_tier(settings, definition, root, [random], ReferenceTimes(), results)
+    entry = results.reference[random.uuid]
+    assert seen == [(10, 7)] * 3  # decode's contest warm-up and trials, the run's iterations
+    assert (entry["us"], entry["samples"], entry["source"], entry["evaluators"]) == (250.0, 21, "measured", True)
+    assert entry["key"] == reference_key(GPU, timer.method(10, 7, 3), definition, random, root)
+    assert results.meta["reference"]["timer"] == {"method": timer.method(10, 7, 3), "timer": timer.describe(10, 7, 3),
+                                                  "evaluators": True, "versions": {"torch": "2.13"}}
