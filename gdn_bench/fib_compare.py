@@ -32,6 +32,8 @@ from gdn_bench.results import Results, Row, speedups
 from gdn_bench.trace_cache import new_trace_set
 
 DEFAULT_COUNT = 5
+# Issue 27's criterion: the CLI's reference time within this fraction of run_local's.
+TOLERANCE = 0.10
 
 
 def pick_workloads(results: Results, count: int = DEFAULT_COUNT) -> list[str]:
@@ -105,6 +107,23 @@ def compare(results: Results, traces: list[Trace], solution: str, spec: Definiti
             "ours_cli_over_run_local": _ratio(theirs["latency_us"], mine["kernel_us"]),
         })
     return entries
+
+
+def agreement(entries: list[dict], tolerance: float = TOLERANCE) -> dict:
+    """How well the reference times agree: of the entries with both (compared), how many have
+    CLI / run_local within 1 ± tolerance (within), and the ratio farthest from 1 (worst; None
+    with none compared)."""
+    ratios = [e["reference_cli_over_run_local"] for e in entries if e.get("reference_cli_over_run_local")]
+    return {"tolerance": tolerance, "compared": len(ratios),
+            "within": sum(abs(r - 1) <= tolerance for r in ratios),
+            "worst": max(ratios, key=lambda r: abs(r - 1), default=None)}
+
+
+def format_agreement(summary: dict) -> str:
+    """agreement's result in one line."""
+    worst = "" if summary["worst"] is None else f" (farthest: {summary['worst']:.3f})"
+    return (f"reference time, CLI / run_local: {summary['within']} of {summary['compared']} workloads within "
+            f"{summary['tolerance']:.0%}{worst}")
 
 
 def _fmt(value, spec: str) -> str:

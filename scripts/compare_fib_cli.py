@@ -16,7 +16,8 @@ its trace set, those workloads, and the submission packed from this checkout (--
 should be the one the run timed). Then runs `flashinfer-bench run` on it (--cli names the
 executable; by default this Python's, else the one on PATH) with the run's warm-up /
 iterations / trials (the isolated runner unless --runner persistent),
-and prints and writes (comparison.json under --work) both speedups per workload. Exit
+and prints and writes (comparison.json under --work) both speedups per workload, and how many
+reference times agree within 10 % (issue 27's criterion). Exit
 status: 0 when the CLI ran and passed every workload, 1 otherwise, 2 for bad arguments.
 """
 
@@ -29,8 +30,8 @@ from pathlib import Path
 
 from gdn_bench.arguments import add_root_argument, chosen_project, positive_int
 from gdn_bench.definitions import resolve
-from gdn_bench.fib_compare import (DEFAULT_COUNT, cli_command, compare, format_comparison, pick_workloads,
-                                   write_cli_trace_set)
+from gdn_bench.fib_compare import (DEFAULT_COUNT, agreement, cli_command, compare, format_agreement,
+                                   format_comparison, pick_workloads, write_cli_trace_set)
 from gdn_bench.paths import checkout_of
 from gdn_bench.results import Results
 
@@ -92,10 +93,12 @@ def main(argv=None) -> int:
     ran = subprocess.run(command, check=False)
     traces = TraceSet.from_path(str(work)).traces.get(spec.name, [])  # what it saved, even if it stopped early
     entries = compare(results, traces, solution.name, spec)
+    agreed = agreement(entries)
     print(format_comparison(entries))
+    print(format_agreement(agreed))
     (work / COMPARISON).write_text(json.dumps({
         "results": str(args.results), "gpu": results.meta.get("gpu"), "command": command,
-        "cli_exit_status": ran.returncode, "workloads": entries}, indent=2), encoding="utf-8")
+        "cli_exit_status": ran.returncode, "agreement": agreed, "workloads": entries}, indent=2), encoding="utf-8")
     print(f"wrote {work / COMPARISON}")
     passed = len(entries) == len(uuids) and all(e["flashinfer_bench"]["status"] == "PASSED" for e in entries)
     return 0 if ran.returncode == 0 and passed else 1

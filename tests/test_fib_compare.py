@@ -13,7 +13,8 @@ from gdn_bench.algos import load_module
 from gdn_bench.checking import workload_inputs
 from gdn_bench.dataset import load_trace_set
 from gdn_bench.definitions import DEFINITIONS
-from gdn_bench.fib_compare import cli_command, compare, format_comparison, pick_workloads, write_cli_trace_set
+from gdn_bench.fib_compare import (agreement, cli_command, compare, format_agreement, format_comparison,
+                                   pick_workloads, write_cli_trace_set)
 from gdn_bench.paths import EMBEDDED_PATH
 from gdn_bench.results import Results, Row
 from helpers import ROOT
@@ -118,6 +119,14 @@ def test_both_speedups_side_by_side(run):
     assert "CLI/run_local: ref" in table[0] and table[2].split() == [
         "B=1", "100.0", "2.25", "44.4", "100.0", "9.00", "11.1", "PASSED", "1.000", "4.000", "0.250"]
     assert table[3].split()[-4:] == ["RUNTIME_", "-", "-", "-"]
+
+
+def test_how_many_reference_times_agree():
+    entries = [{"reference_cli_over_run_local": r} for r in (1.0, 1.09, 0.91, 1.2, 0.85, None)]
+    summary = agreement(entries)
+    assert summary == {"tolerance": 0.10, "compared": 5, "within": 3, "worst": 1.2}
+    assert format_agreement(summary) == "reference time, CLI / run_local: 3 of 5 workloads within 10% (farthest: 1.200)"
+    assert agreement([])["worst"] is None and "farthest" not in format_agreement(agreement([]))
 
 
 def _write(run, path):
