@@ -15,7 +15,7 @@ import torch
 from gdn_bench import evaluator_timing
 from gdn_bench.evaluator_timing import (FLASHINFER_CUPTI, KIT_PROFILER, TIME_RUNNABLE, ReferenceTimer, cupti_problem,
                                         evaluator_time_us, reference_timer)
-from gdn_bench.timing import TimingError
+from gdn_bench.timing import SLOW_CALL_SECONDS, TimingError
 
 
 @pytest.fixture
@@ -137,8 +137,16 @@ def test_the_evaluators_latency_is_the_mean_of_the_trials_medians():
         seen.append((fn, args, warmup, iterations, device))
         return next(trials)
 
-    assert evaluator_time_us(time_ms, "ref", ("a", "b"), 1, 5, 3, "cuda:0") == pytest.approx(5000.0)
+    assert evaluator_time_us(time_ms, "ref", ("a", "b"), 1, 5, 3, "cuda:0") == (pytest.approx(5000.0), 3)
     assert seen == [("ref", ["a", "b"], 1, 5, "cuda:0")] * 3
+
+
+def test_a_slow_call_is_timed_in_one_trial():
+    """A first trial of SLOW_CALL_SECONDS or more is the time: the trials differ by chance alone."""
+    trials = iter([SLOW_CALL_SECONDS * 1e3, 1.0, 1.0])
+    assert evaluator_time_us(lambda *a: next(trials), "ref", (), 1, 5, 3, "cuda:0") == (SLOW_CALL_SECONDS * 1e6, 1)
+    trials = iter([SLOW_CALL_SECONDS * 1e3 * 0.99, 50.0, 50.0])
+    assert evaluator_time_us(lambda *a: next(trials), "ref", (), 1, 5, 3, "cuda:0")[1] == 3
 
 
 def test_a_cuda_event_fallback_or_an_unsplit_profile_is_a_timing_error():
@@ -162,7 +170,7 @@ def test_other_warnings_pass_on():
         return 1.0
 
     with pytest.warns(DeprecationWarning, match="something else"):
-        assert evaluator_time_us(warns, "ref", (), 1, 5, 1, "cuda:0") == 1000.0
+        assert evaluator_time_us(warns, "ref", (), 1, 5, 1, "cuda:0") == (1000.0, 1)
 
 
 class _Call:
