@@ -28,7 +28,7 @@ from flashinfer_bench import Solution, Trace, TraceSet
 
 from gdn_bench.definitions import DefinitionSpec
 from gdn_bench.packing import write_solution
-from gdn_bench.results import Results, Row, speedups
+from gdn_bench.results import Results, speedups
 from gdn_bench.trace_cache import new_trace_set
 
 DEFAULT_COUNT = 5

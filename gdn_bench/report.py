@@ -106,7 +106,8 @@ def _reference_lines(meta: dict, summary: Summary) -> list[str]:
     texts = [f"reference:  the definition's own: of {counts.get('workloads', 0)} workloads, {', '.join(parts)}"
              + (f"; cache: {file}" if file else "")]
     timers = counts.get("timers") or {}
-    texts += [f"{INDENT}timed by {timer}" + (f" ({n} of them)" if len(timers) > 1 else "") for timer, n in timers.items()]
+    texts += [f"{INDENT}timed by {timer}" + (f" ({n} of them)" if len(timers) > 1 else "")
+              for timer, n in timers.items()]
     timed = sum(timers.values())
     if timed and counts.get("evaluators") == timed:
         texts.append(SCORE_MATCHES)

@@ -22,10 +22,12 @@ libcupti on LD_LIBRARY_PATH.
 
 Each step is a process of its own, working in a new folder under the system's temporary one
 (kept; the summary names it); its output goes to OUT/log.txt (step 2's is printed too), and it
-is stopped when --budget seconds (for everything) run out, leaving room for the summary. OUT gets check.json (the timer, the versions, the small call's times), log.txt,
-summary.txt, reference-times.json and, per definition, results.json, report.txt and
-comparison.json under OUT/<definition>/. Exit status 0 when every definition compared at least
--k workloads and every reference time agrees; 1 otherwise.
+is stopped when --budget seconds (for everything) run out, leaving room for the summary. OUT
+gets check.json (the timer, the versions, the small call's times), log.txt, summary.txt,
+reference-times.json and, per definition, results.json, report.txt and comparison.json under
+OUT/<definition>/ (with --host-cost, host_cost.json: 8 files for one definition). Exit status 0
+when every definition compared at least -k workloads and every reference time agrees; 1
+otherwise.
 """
 
 import argparse

@@ -97,7 +97,8 @@ def format_rows(rows: list[dict], label) -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="reference_host_cost.py", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--definition", type=definition_name, default="prefill", help="decode or prefill (default prefill)")
+    parser.add_argument("--definition", type=definition_name, default="prefill",
+                        help="decode or prefill (default prefill)")
     parser.add_argument("--sizes", type=positive_ints, required=True,
                         help="the size axis' values (batch_size, total_seq_len): the first workload of each")
     parser.add_argument("--warmup", type=positive_int, default=1, help="the evaluator's warm-up calls (default 1)")

@@ -239,8 +239,8 @@ def test_a_run_times_the_reference_with_its_timer_and_the_runs_counts(decode, mo
 
     definition, root, random, _ = decode
     seen = []
-    timer = ReferenceTimer(TIME_RUNNABLE, {"torch": "2.13"},
-                           time_ms=lambda fn, args, warmup, iterations, device: seen.append((warmup, iterations)) or 0.25)
+    timer = ReferenceTimer(TIME_RUNNABLE, {"torch": "2.13"}, time_ms=lambda fn, args, warmup, iterations, device:
+                           seen.append((warmup, iterations)) or 0.25)
     monkeypatch.setattr(runner, "reference_timer", lambda: timer)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda: GPU)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
