@@ -53,27 +53,45 @@ CLI_NAME = "flashinfer-bench"
 def check_timer() -> dict:
     """Step 1 (module docstring): the timer, the versions, and a small call's times (µs) by the
     kit's timer, the evaluator's and the kit's again; "ok" is False, with "why", when the
-    evaluator's timer is not flashinfer-bench main's with CUPTI or a timing failed."""
+    evaluator's timer is not flashinfer-bench main's with CUPTI or cannot time the call. The
+    kit's timer failing after the evaluator's is noted ("mixing"), not fatal: a run of one
+    definition times the reference last."""
     import torch
+    import triton
 
     from gdn_bench.evaluator_timing import TIME_RUNNABLE, evaluator_time_us, reference_timer
     from gdn_bench.timing import TimingError, kernel_time_us
 
     timer = reference_timer()
-    found = {"timer": timer.name, "description": timer.describe(1, 5, 3), "versions": timer.versions,
-             "gpu": torch.cuda.get_device_name(), "ld_library_path": os.environ.get("LD_LIBRARY_PATH"),
-             "python": sys.version.split()[0]}
+    found = {"timer": timer.name, "description": timer.describe(1, 5, 3),
+             "versions": {**timer.versions, "triton": triton.__version__}, "gpu": torch.cuda.get_device_name(),
+             "ld_library_path": os.environ.get("LD_LIBRARY_PATH"), "python": sys.version.split()[0]}
     if timer.name != TIME_RUNNABLE:
         return {**found, "ok": False, "why": f"the reference would be timed by {timer.describe(1, 5, 3)}; the check "
-                                             "needs flashinfer-bench main's time_runnable with CUPTI"}
+                                             f"needs flashinfer-bench main's time_runnable with CUPTI ({_main()})"}
     x = torch.zeros(1 << 20, device="cuda")
+    times = {"kit": kernel_time_us(lambda: x.add_(1))}
     try:
-        times = {"kit": kernel_time_us(lambda: x.add_(1)),
-                 "evaluator": evaluator_time_us(timer.time_ms, x.add_, [1], 10, 50, 1)[0],
-                 "kit_after_evaluator": kernel_time_us(lambda: x.add_(1))}
+        times["evaluator"] = evaluator_time_us(timer.time_ms, x.add_, [1], 10, 50, 1)[0]
     except TimingError as e:
-        return {**found, "ok": False, "why": f"a small call's timing failed: {e}"}
-    return {**found, "ok": True, "small_call_us": times}
+        return {**found, "ok": False, "why": f"the evaluator's timer failed on a small call: {e}"}
+    try:
+        times["kit_after_evaluator"] = kernel_time_us(lambda: x.add_(1))
+        mixing = "ok"
+    except TimingError as e:
+        mixing = f"the kit's timer failed after the evaluator's ({e}): run_local --definition both would too"
+    return {**found, "ok": True, "small_call_us": times, "mixing": mixing}
+
+
+def _main() -> str:
+    """Why flashinfer-bench main's time_runnable is not the timer, or where it is."""
+    try:
+        from flashinfer_bench.bench import timing
+    except Exception as e:  # noqa: BLE001 - whatever stops the import is the answer
+        return f"flashinfer_bench.bench.timing does not import: {type(e).__name__}: {e}"
+    if not hasattr(timing, "bench_gpu_time_with_cupti"):
+        return f"{timing.__file__} is not flashinfer-bench main's: it does not time with CUPTI"
+    return f"main's is {timing.__file__}"
 
 
 def cli_wrapper(folder: Path) -> Path:
@@ -167,7 +185,8 @@ def main(argv=None) -> int:
     lines = [f"timer: {check['description']}", f"GPU: {check['gpu']}; versions: {check['versions']}",
              f"work folder: {work}"]
     if check["ok"]:
-        lines.append(f"small call, µs: {check['small_call_us']}")
+        lines.append(f"small call, µs: {check['small_call_us']}; the kit's timer after the evaluator's: "
+                     f"{check['mixing']}")
         if args.host_cost:
             name, _, sizes = args.host_cost.partition(":")
             steps.run("reference_host_cost", [sys.executable, str(SCRIPTS / "reference_host_cost.py"), "--definition",

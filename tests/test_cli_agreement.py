@@ -130,7 +130,7 @@ def test_each_definition_is_run_compared_and_kept(tmp_path, monkeypatch, capsys)
     """The steps' command lines and what lands in --out (the steps stood in: they write what
     run_local and compare_fib_cli would)."""
     monkeypatch.setattr(check, "check_timer", lambda: {"ok": True, "description": "main's", "gpu": "H200",
-                                                       "versions": {}, "small_call_us": {"kit": 5.0}})
+                                                       "versions": {}, "small_call_us": {"kit": 5.0}, "mixing": "ok"})
     commands = []
 
     def run(self, name, command, echo=False):
