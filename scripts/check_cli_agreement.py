@@ -1,16 +1,18 @@
 """Check on a GPU that run_local's contest score is the contest evaluator's (issue 27): time the
 definition's reference as run_local does, run flashinfer-bench's own CLI on the same
 workloads, and put the two side by side. Run it with flashinfer-bench main first on
-PYTHONPATH (its CLI is the contest's evaluator), FlashInfer and cupti-python installed, and
-libcupti on LD_LIBRARY_PATH.
+PYTHONPATH (its CLI is the contest's evaluator; it is not released, so a copy of its package:
+`git archive HEAD flashinfer_bench | tar -x -C DIR`, with `git rev-parse HEAD > DIR/COMMIT`),
+FlashInfer and cupti-python installed, and libcupti on LD_LIBRARY_PATH.
 
     python scripts/check_cli_agreement.py --definition prefill -n 1 -k 8 --out OUT
-    python scripts/check_cli_agreement.py --definition decode -n 1 -k 8 --host-cost prefill:6,262,2305 --out OUT
+    python scripts/check_cli_agreement.py --definition decode -n 2 -k 8 --host-cost prefill:6,262,2305 --out OUT
 
-1. The timer: which one gdn_bench times the reference with here
-   (gdn_bench.evaluator_timing). It must be flashinfer-bench main's time_runnable with CUPTI,
-   else the check stops (exit 1). A small call is then timed by the kit's timer, the
-   evaluator's, and the kit's again (run_local --definition both mixes them in one process).
+1. The timer: which one gdn_bench times the reference with here (gdn_bench.evaluator_timing),
+   and flashinfer-bench's commit (from the COMMIT file beside its package, if any). It must be
+   flashinfer-bench main's time_runnable with CUPTI, else the check stops (exit 1). A small
+   call is then timed by the kit's timer, the evaluator's, and the kit's again (run_local
+   --definition both mixes them in one process).
 2. --host-cost DEFINITION:SIZES: scripts/reference_host_cost.py on those workloads (why the
    two timers differ), into OUT/host_cost.json.
 3. For each definition: scripts/run_local.py --definition D -n N (--sizes for the size flag)
@@ -64,8 +66,9 @@ def check_timer() -> dict:
 
     timer = reference_timer()
     found = {"timer": timer.name, "description": timer.describe(1, 5, 3),
-             "versions": {**timer.versions, "triton": triton.__version__}, "gpu": torch.cuda.get_device_name(),
-             "ld_library_path": os.environ.get("LD_LIBRARY_PATH"), "python": sys.version.split()[0]}
+             "versions": {**timer.versions, "triton": triton.__version__}, "commit": _commit(),
+             "gpu": torch.cuda.get_device_name(), "ld_library_path": os.environ.get("LD_LIBRARY_PATH"),
+             "python": sys.version.split()[0]}
     if timer.name != TIME_RUNNABLE:
         return {**found, "ok": False, "why": f"the reference would be timed by {timer.describe(1, 5, 3)}; the check "
                                              f"needs flashinfer-bench main's time_runnable with CUPTI ({_main()})"}
@@ -81,6 +84,15 @@ def check_timer() -> dict:
     except TimingError as e:
         mixing = f"the kit's timer failed after the evaluator's ({e}): run_local --definition both would too"
     return {**found, "ok": True, "small_call_us": times, "mixing": mixing}
+
+
+def _commit() -> str | None:
+    """flashinfer-bench's commit, from a file COMMIT beside its package folder (module
+    docstring), else None."""
+    import flashinfer_bench
+
+    path = Path(flashinfer_bench.__file__).resolve().parent.parent / "COMMIT"
+    return path.read_text(encoding="utf-8").strip() if path.is_file() else None
 
 
 def _main() -> str:
@@ -183,7 +195,7 @@ def main(argv=None) -> int:
     check = check_timer()
     (args.out / "check.json").write_text(json.dumps(check, indent=2), encoding="utf-8")
     lines = [f"timer: {check['description']}", f"GPU: {check['gpu']}; versions: {check['versions']}",
-             f"work folder: {work}"]
+             f"flashinfer-bench commit: {check.get('commit')}; work folder: {work}"]
     if check["ok"]:
         lines.append(f"small call, µs: {check['small_call_us']}; the kit's timer after the evaluator's: "
                      f"{check['mixing']}")
