@@ -4,13 +4,14 @@
 From a run_local results.json written on a GPU (with reference times), `pick_workloads`
 takes a few workloads where the submission passed, spread over the reference's times (for
 prefill, from about a millisecond to seconds: the long ones carry the contest score);
-`write_cli_trace_set` writes a trace set folder for flashinfer-bench's CLI: the run's definition as its trace set
-holds it (same reference text), those workloads, a link to the trace set's blobs, and the
-submission packed as pack_solution packs it. `cli_command` is the `flashinfer-bench run`
-command line, with the run's warm-up / iterations / trials; it profiles the reference
-(BenchmarkConfig.profile_baseline is True by default) and
-appends one trace per workload under traces/, each with performance.reference_latency_ms,
-latency_ms and speedup_factor (= reference / solution). `compare` puts both side by side.
+`write_cli_trace_set` writes a trace set folder for flashinfer-bench's CLI: the run's
+definition as its trace set holds it (same reference text), those workloads, a link to the
+trace set's blobs, and the submission packed as pack_solution packs it. `cli_command` is the
+`flashinfer-bench run` command line, with the run's warm-up / iterations / trials; it times
+the reference (BenchmarkConfig.profile_baseline is True by default) and appends one trace per
+workload under traces/, each with performance.reference_latency_ms, latency_ms and
+speedup_factor (= reference / solution). `compare` puts both side by side, and `agreement`
+counts the reference times within TOLERANCE of each other (issue 27's criterion).
 
 What to expect: run_local times the reference with the evaluator's own function
 (gdn_bench.evaluator_timing), so against flashinfer-bench main's CLI (the contest's
