@@ -64,11 +64,13 @@ def check_timer() -> dict:
     from gdn_bench.evaluator_timing import TIME_RUNNABLE, evaluator_time_us, reference_timer
     from gdn_bench.timing import TimingError, kernel_time_us
 
-    timer = reference_timer()
+    timer, gpu = reference_timer(), torch.cuda.is_available()
     found = {"timer": timer.name, "description": timer.describe(1, 5, 3),
              "versions": {**timer.versions, "triton": triton.__version__}, "commit": _commit(),
-             "gpu": torch.cuda.get_device_name(), "ld_library_path": os.environ.get("LD_LIBRARY_PATH"),
+             "gpu": torch.cuda.get_device_name() if gpu else None, "ld_library_path": os.environ.get("LD_LIBRARY_PATH"),
              "python": sys.version.split()[0]}
+    if not gpu:
+        return {**found, "ok": False, "why": "no CUDA GPU: the check times on one"}
     if timer.name != TIME_RUNNABLE:
         return {**found, "ok": False, "why": f"the reference would be timed by {timer.describe(1, 5, 3)}; the check "
                                              f"needs flashinfer-bench main's time_runnable with CUPTI ({_main()})"}
