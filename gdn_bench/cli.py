@@ -53,9 +53,10 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     per_group = "; ".join(f"{s.short}: {s.group_title}" for s in DEFINITIONS.values())
     parser.add_argument("-n", "--num-workloads", type=positive_int, metavar="N",
                         help=f"at most N workloads of each report group, the first in the trace set ({per_group})")
-    for spec in DEFINITIONS.values():
-        parser.add_argument(spec.size_flag, type=positive_ints, dest=f"sizes_{spec.short}",
-                            help=f"{spec.short}: only these {spec.size_axis} values, e.g. 1,4,64")
+    for flag, specs in _size_flags().items():
+        parser.add_argument(flag, type=positive_ints, dest=_size_dest(flag),
+                            help=f"{' and '.join(s.short for s in specs)}: only these {specs[0].size_axis} values, "
+                                 "e.g. 1,4,64")
     parser.add_argument("--workload-id", help="only workloads whose uuid starts with this")
     harness = "; ".join(f"{s.short} {s.harness.warmup}/{s.harness.iterations}/{s.harness.trials}"
                         for s in DEFINITIONS.values())
@@ -78,6 +79,19 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=output_folder, default=str(Path("results") / now),
                         help="results folder, checked before anything runs (default: results/<UTC time> in the "
                              "current folder; the paths written are printed in full)")
+
+
+def _size_flags() -> dict:
+    """{size flag: the definitions that select by it} (decode and mtp share --batch-sizes)."""
+    flags: dict[str, list] = {}
+    for spec in DEFINITIONS.values():
+        flags.setdefault(spec.size_flag, []).append(spec)
+    return flags
+
+
+def _size_dest(flag: str) -> str:
+    """The argparse destination of a size flag: --batch-sizes -> sizes_batch_sizes."""
+    return "sizes_" + flag.lstrip("-").replace("-", "_")
 
 
 def algorithms_epilog() -> str:
@@ -125,9 +139,9 @@ def settings_from_args(args: argparse.Namespace) -> list:
     from gdn_bench.runner import RunSettings
 
     specs = chosen(args.definition)
-    for other in DEFINITIONS.values():
-        if other not in specs and getattr(args, f"sizes_{other.short}") is not None:
-            raise ValueError(f"{other.size_flag} applies to --definition {other.short}; "
+    for flag, users in _size_flags().items():
+        if getattr(args, _size_dest(flag)) is not None and not any(spec in users for spec in specs):
+            raise ValueError(f"{flag} applies to --definition {' or '.join(s.short for s in users)}; "
                              f"{specs[0].short} selects by {specs[0].size_flag}")
     runs = []
     for spec in specs:
@@ -137,7 +151,7 @@ def settings_from_args(args: argparse.Namespace) -> list:
             raise ValueError(f"{spec.short}: {e}" if len(specs) > 1 else str(e)) from None
         runs.append(RunSettings(
             algos=algos, dataset=args.dataset, definition=spec.short, num_workloads=args.num_workloads,
-            sizes=getattr(args, f"sizes_{spec.short}"), workload_id=args.workload_id,
+            sizes=getattr(args, _size_dest(spec.size_flag)), workload_id=args.workload_id,
             warmup=args.warmup, iterations=args.iterations, trials=args.trials, seed=args.seed,
             out=args.out / spec.short if len(specs) > 1 else args.out,
             reference=args.reference, reference_file=args.reference_cache,
