@@ -6,6 +6,7 @@
     python scripts/run_local.py --algo all --batch-sizes 1,64
     python scripts/run_local.py --algo fla-recurrent,fi-baseline --dataset ~/mlsys26-contest
     python scripts/run_local.py --definition both       # the track: decode, then prefill, then the track score
+    python scripts/run_local.py --definition mtp        # the third definition (not in the track's score)
 
 With a CUDA GPU: every selected workload, correctness + timing tiers (harness, kernel, and
 for decode the memory floor), the kernel time of the definition's own reference (cached per
@@ -13,8 +14,8 @@ GPU model and workload; --reference, --reference-cache) and the contest score: t
 workloads of the reference's time / the submission's. Without one: correctness only, with Triton's interpreter, on
 the definition's CPU subset unless flags choose the workloads (-n: the first N of each
 report group). Random inputs come from --seed. The trace set is the definition's own unless
---dataset is given: decode's is embedded; prefill's is generated once into the cache folder
-(a small embedded subset on CPU). The project checkout is the script's own unless --root
+--dataset is given: decode's is embedded; prefill's and mtp's are generated once into the
+cache folder (a small embedded subset on CPU). The project checkout is the script's own unless --root
 names another. Writes results.json, report.txt, margins.png and (when anything was timed)
 kernel_time.png under --out, which is checked first (with --definition both: under
 --out/decode and --out/prefill, and on a GPU track.json with the track score under --out).
