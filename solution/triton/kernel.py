@@ -301,11 +301,13 @@ def pooled_decode(q, k, v, state_pool, read_indices, A_log, a, dt_bias, b, scale
         raise ValueError(f"q: expected a [B, 1, {NUM_Q_HEADS}, {HEAD_SIZE}] tensor, got {got}")
     batch, device = q.shape[0], q.device
     expected = _expected(batch)
-    for name, t, index in (("q", q, 0), ("k", k, 1), ("v", v, 2), ("A_log", A_log, 4), ("a", a, 5),
-                           ("dt_bias", dt_bias, 6), ("b", b, 7), ("output", output, 8)):
+    for name, t, index in (("q", q, 0), ("k", k, 1), ("v", v, 2)):
         _expect(name, t, *expected[index], device)
     pool_size = _expect_pool("state_pool", state_pool, device)
     index_dtype = _expect_indices("read_indices", read_indices, batch, device)
+    for name, t, index in (("A_log", A_log, 4), ("a", a, 5), ("dt_bias", dt_bias, 6), ("b", b, 7),
+                           ("output", output, 8)):
+        _expect(name, t, *expected[index], device)
     if write_indices is None:
         write_indices = read_indices
     _expect("write_indices", write_indices, torch.Size((batch,)), index_dtype, device)
