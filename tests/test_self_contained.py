@@ -13,6 +13,7 @@ import pytest
 from helpers import ALLOWED_THIRD_PARTY, KERNEL_PATH, ROOT, imported_roots
 
 PREFILL_PATH = KERNEL_PATH.parent / "prefill.py"
+MTP_PATH = KERNEL_PATH.parent / "mtp.py"
 TMA_PATH = ROOT / "solution" / "triton_tma" / "kernel.py"
 SUBMISSION_FILES = sorted(KERNEL_PATH.parent.glob("*.py")) + sorted(TMA_PATH.parent.glob("*.py"))
 # Module-level names that several submission files define, word for word: the evaluator packs
@@ -20,15 +21,18 @@ SUBMISSION_FILES = sorted(KERNEL_PATH.parent.glob("*.py")) + sorted(TMA_PATH.par
 # module is not an option. The first file of each is the canonical source: change it there,
 # then copy it (the test below prints the diff).
 SHARED = {
-    **{name: (KERNEL_PATH, PREFILL_PATH, TMA_PATH)
-       for name in ("NUM_Q_HEADS", "NUM_V_HEADS", "HEAD_SIZE", "_INTERPRETED", "_softplus", "_expect", "_expect_all",
-                    "_scale_value")},
+    **{name: (KERNEL_PATH, PREFILL_PATH, TMA_PATH, MTP_PATH)
+       for name in ("NUM_Q_HEADS", "NUM_V_HEADS", "HEAD_SIZE", "_softplus", "_expect", "_scale_value")},
+    **{name: (KERNEL_PATH, PREFILL_PATH, TMA_PATH) for name in ("_INTERPRETED", "_expect_all")},
     **{name: (KERNEL_PATH, PREFILL_PATH) for name in ("_RUNTIME_KNOBS", "_hooks_installed", "_direct_launcher")},
     **{name: (KERNEL_PATH, TMA_PATH) for name in ("_ARG_NAMES", "_expected")},
+    **{name: (KERNEL_PATH, MTP_PATH)
+       for name in ("LaunchRow", "_launch_config", "_delta_rule_step", "_expect_pool", "_expect_indices")},
 }
 # Names that submission files define with different code, each its own (beyond SHARED's copies:
-# prefill.py's _ARG_NAMES and _expected are the prefill definition's).
-DIFFERENT = {"kernel", "_ARG_NAMES", "_expected", "_plan"}
+# prefill.py's _ARG_NAMES and _expected are the prefill definition's, mtp.py's _expected,
+# LAUNCH_TABLE and _launch the MTP kernel's; _plan is decode's and prefill's own).
+DIFFERENT = {"kernel", "_ARG_NAMES", "_expected", "LAUNCH_TABLE", "_launch", "_plan"}
 
 
 def _definitions(path):

@@ -67,10 +67,22 @@ def _softplus(x):
 
 
 @triton.jit
+def _delta_rule_step(s, q, k, v, g, beta, scale):
+    """One token on a [BV, D] tile of a state S: returns (out, S') with
+    S' = g * S + outer(delta, k), delta = beta * (v - g * (S @ k)) and
+    out = scale * (S' @ q) = scale * (g * (S @ q) + (k . q) * delta), from one pass over S."""
+    s_k = tl.sum(s * k[None, :], axis=1)
+    s_q = tl.sum(s * q[None, :], axis=1)
+    delta = beta * (v - g * s_k)
+    out = scale * (g * s_q + tl.sum(q * k, axis=0) * delta)
+    return out, g * s + delta[:, None] * k[None, :]
+
+
+@triton.jit(do_not_specialize=["pool_size"])
 def _gdn_decode_kernel(
     q_ptr, k_ptr, v_ptr, state_ptr, A_log_ptr, a_ptr, dt_bias_ptr, b_ptr,
-    out_ptr, new_state_ptr, scale,
-    HAS_STATE: tl.constexpr, HQ: tl.constexpr, HV: tl.constexpr,
+    out_ptr, new_state_ptr, read_index_ptr, write_index_ptr, scale, pool_size,
+    HAS_STATE: tl.constexpr, POOLED: tl.constexpr, HQ: tl.constexpr, HV: tl.constexpr,
     D: tl.constexpr, BV: tl.constexpr,
 ):
     tile = tl.program_id(0)          # which BV-row tile of the V dimension
@@ -90,19 +102,33 @@ def _gdn_decode_kernel(
     g = tl.exp(-tl.exp(tl.load(A_log_ptr + head)) * _softplus(x))
     beta = 1.0 / (1.0 + tl.exp(-tl.load(b_ptr + bh).to(tl.float32)))
 
-    s_offs = bh.to(tl.int64) * (D * D) + offs_v[:, None] * D + offs_k[None, :]
-    if HAS_STATE:
-        s = tl.load(state_ptr + s_offs)
-        s_k = tl.sum(s * k[None, :], axis=1)
-        s_q = tl.sum(s * q[None, :], axis=1)
-        delta = beta * (v - g * s_k)
-        out = scale * (g * s_q + tl.sum(q * k, axis=0) * delta)
-        s_new = g * s + delta[:, None] * k[None, :]
+    if POOLED:  # state_ptr and new_state_ptr are the pool [pool_size, HV, D, D]: see pooled_decode
+        read = tl.load(read_index_ptr + batch).to(tl.int64)
+        write = tl.load(write_index_ptr + batch).to(tl.int64)
+        padding = read < 0
+        reads = (read >= 0) & (read < pool_size) & (write < pool_size)  # a slot past the pool: NaN out
+        writes = reads & (write >= 0)
+        tile_offs = offs_v[:, None] * D + offs_k[None, :]
+        # Whole-tile masks, as comparisons of the row offsets (Triton's interpreter cannot broadcast
+        # a scalar mask), constant along K so that loads and stores stay vectorized.
+        read_mask = offs_v[:, None] < tl.where(reads, D, 0)
+        write_mask = offs_v[:, None] < tl.where(writes, D, 0)
+        s = tl.load(state_ptr + (tl.where(reads, read, 0) * HV + head) * (D * D) + tile_offs, mask=read_mask,
+                    other=0.0)
+        out, s_new = _delta_rule_step(s, q, k, v, g, beta, scale)
+        tl.store(new_state_ptr + (tl.where(writes, write, 0) * HV + head) * (D * D) + tile_offs, s_new,
+                 mask=write_mask)
+        out = tl.where(reads, out, tl.where(padding, 0.0, float("nan")))
     else:
-        delta = beta * v
-        out = scale * tl.sum(q * k, axis=0) * delta
-        s_new = delta[:, None] * k[None, :]
-    tl.store(new_state_ptr + s_offs, s_new)
+        s_offs = bh.to(tl.int64) * (D * D) + offs_v[:, None] * D + offs_k[None, :]
+        if HAS_STATE:
+            s = tl.load(state_ptr + s_offs)
+            out, s_new = _delta_rule_step(s, q, k, v, g, beta, scale)
+        else:
+            delta = beta * v
+            out = scale * tl.sum(q * k, axis=0) * delta
+            s_new = delta[:, None] * k[None, :]
+        tl.store(new_state_ptr + s_offs, s_new)
     tl.store(out_ptr + bh * D + offs_v, out.to(out_ptr.dtype.element_ty))
 
 
@@ -142,7 +168,7 @@ def _plan(batch, has_state, launch_table):
     the warps. `launch_table` is part of the cache key so that a new LAUNCH_TABLE applies."""
     block_v, num_warps = _launch_config(batch, launch_table)
     grid = (HEAD_SIZE // block_v, batch * NUM_V_HEADS)
-    constexprs = (has_state, NUM_Q_HEADS, NUM_V_HEADS, HEAD_SIZE, block_v)
+    constexprs = (has_state, False, NUM_Q_HEADS, NUM_V_HEADS, HEAD_SIZE, block_v)
     return _expected(batch), grid, constexprs, num_warps
 
 
@@ -226,7 +252,76 @@ def kernel(q, k, v, state, A_log, a, dt_bias, b, scale, output, new_state):
         return
     if state is None:  # the kernel reads nothing through this pointer when HAS_STATE is false
         tensors = tensors[:_STATE] + (new_state,) + tensors[_STATE + 1:]
-    _launch(grid, tensors, ptrs, scale, constexprs, num_warps)
+    aligned = not functools.reduce(operator.or_, ptrs) & 15
+    _launch(grid, (*tensors, None, None, scale, None), (*ptrs, None, None, scale, None), aligned, constexprs,
+            num_warps, (device.index, constexprs, num_warps))
+
+
+def _expect_pool(name, pool, device):
+    """The pool size P of `pool` if it is a contiguous [P, 8, 128, 128] float32 tensor on `device`
+    (K-last states, as serving engines keep them); else ValueError naming it."""
+    if not isinstance(pool, torch.Tensor) or pool.dim() != 4:
+        got = f"shape {list(pool.shape)}" if isinstance(pool, torch.Tensor) else type(pool).__name__
+        raise ValueError(f"{name}: expected a [pool_size, {NUM_V_HEADS}, {HEAD_SIZE}, {HEAD_SIZE}] tensor, got {got}")
+    _expect(name, pool, torch.Size((pool.shape[0], NUM_V_HEADS, HEAD_SIZE, HEAD_SIZE)), torch.float32, device)
+    return pool.shape[0]
+
+
+def _expect_indices(name, indices, batch, device):
+    """The dtype of `indices` if it is a contiguous [batch] int32 or int64 tensor on `device`;
+    else ValueError naming it."""
+    dtype = getattr(indices, "dtype", None)
+    if isinstance(indices, torch.Tensor) and dtype not in (torch.int32, torch.int64):
+        raise ValueError(f"{name}: expected dtype torch.int32 or torch.int64, got {dtype}")
+    _expect(name, indices, torch.Size((batch,)), dtype, device)
+    return dtype
+
+
+def pooled_decode(q, k, v, state_pool, read_indices, A_log, a, dt_bias, b, scale, output, write_indices=None):
+    """One decode step over a state pool, as a serving engine calls it: batch row i starts from
+    S = state_pool[read_indices[i]] and its new state goes to state_pool[write_indices[i]]
+    (write_indices None: read_indices, an update in place). Writes `output` [B,1,8,128] bf16;
+    the other arguments are kernel()'s, the pool [P,8,128,128] f32 and the indices [B] int32 or
+    int64 (both the same dtype).
+
+    Index conventions: a negative read index marks a padding row: its output is zeroed and no
+    slot is read or written. A negative write index alone keeps the row's output and writes no
+    state. An index >= P cannot be raised without waiting on the device: that row's output is
+    NaN and no slot is touched. A slot is written only by the program that read the same tile
+    first, so rows may update in place; but rows must not share a write slot, nor write a slot
+    another row reads (the order of rows is not defined).
+
+    The same kernel as kernel() (POOLED adds the index loads and masks). Launches exactly one
+    kernel, never synchronizes with the device and allocates nothing, so a CUDA graph can
+    capture it (with scale a number: a tensor scale is read on the host). Raises ValueError
+    naming the first bad argument.
+    """
+    if not isinstance(q, torch.Tensor) or q.dim() != 4:
+        got = f"shape {list(q.shape)}" if isinstance(q, torch.Tensor) else type(q).__name__
+        raise ValueError(f"q: expected a [B, 1, {NUM_Q_HEADS}, {HEAD_SIZE}] tensor, got {got}")
+    batch, device = q.shape[0], q.device
+    expected = _expected(batch)
+    for name, t, index in (("q", q, 0), ("k", k, 1), ("v", v, 2)):
+        _expect(name, t, *expected[index], device)
+    pool_size = _expect_pool("state_pool", state_pool, device)
+    index_dtype = _expect_indices("read_indices", read_indices, batch, device)
+    for name, t, index in (("A_log", A_log, 4), ("a", a, 5), ("dt_bias", dt_bias, 6), ("b", b, 7),
+                           ("output", output, 8)):
+        _expect(name, t, *expected[index], device)
+    if write_indices is None:
+        write_indices = read_indices
+    _expect("write_indices", write_indices, torch.Size((batch,)), index_dtype, device)
+    scale = _scale_value(scale)
+    if batch == 0:
+        return
+    block_v, num_warps = _launch_config(batch, LAUNCH_TABLE)
+    grid = (HEAD_SIZE // block_v, batch * NUM_V_HEADS)
+    constexprs = (True, True, NUM_Q_HEADS, NUM_V_HEADS, HEAD_SIZE, block_v)
+    tensors = (q, k, v, state_pool, A_log, a, dt_bias, b, output, state_pool, read_indices, write_indices)
+    ptrs = tuple(t.data_ptr() for t in tensors)
+    aligned = not functools.reduce(operator.or_, ptrs) & 15
+    _launch(grid, (*tensors, scale, pool_size), (*ptrs, scale, pool_size), aligned, constexprs, num_warps,
+            (device.index, constexprs, num_warps, index_dtype))
 
 
 # Launching. Triton's per-call path (argument binding, specialization key, cache lookup, a
@@ -237,7 +332,7 @@ def kernel(q, k, v, state, A_log, a, dt_bias, b, scale, output, new_state):
 # to be on q's device above) and no launch hook installed (profilers need the full path).
 _INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") == "1"
 _RUNTIME_KNOBS = getattr(getattr(triton, "knobs", None), "runtime", None)
-_compiled = {}  # (device index, constexprs, num_warps) -> (CompiledKernel, stream getter) or False
+_compiled = {}  # _launch's key -> (CompiledKernel, stream getter) or False
 
 
 def _hooks_installed():
@@ -249,21 +344,23 @@ def _hooks_installed():
     return bool(getattr(enter, "calls", enter) or getattr(leave, "calls", leave))
 
 
-def _launch(grid, tensors, ptrs, scale, constexprs, num_warps):
-    key = (tensors[0].get_device(), constexprs, num_warps)
+def _launch(grid, args, raw, aligned, constexprs, num_warps, key):
+    """Launch _gdn_decode_kernel on `args` (its arguments before the constexprs; None for the
+    index pointers and pool size of the dense path); `raw` is the same with every tensor as its
+    data pointer, `aligned` whether those are all 16-byte aligned, `key` (device index first)
+    what the compiled kernel is cached under: whatever changes its specialization."""
     entry = _compiled.get(key)
-    aligned = not functools.reduce(operator.or_, ptrs) & 15
     if entry and aligned and not _hooks_installed():
         compiled, stream_of = entry
         compiled.run(grid[0], grid[1], 1, stream_of(key[0]), compiled.function, compiled.packed_metadata,
-                     None, None, None, *ptrs, scale, *constexprs)
+                     None, None, None, *raw, *constexprs)
         return
-    has_state, hq, hv, d, bv = constexprs
+    has_state, pooled, hq, hv, d, bv = constexprs
     compiled = _gdn_decode_kernel[grid](
-        *tensors, scale, HAS_STATE=has_state, HQ=hq, HV=hv, D=d, BV=bv, num_warps=num_warps,
+        *args, HAS_STATE=has_state, POOLED=pooled, HQ=hq, HV=hv, D=d, BV=bv, num_warps=num_warps,
     )
     if entry is None and aligned and not _INTERPRETED:
-        _compiled[key] = _direct_launcher(compiled, key[0], (*ptrs, scale, *constexprs))
+        _compiled[key] = _direct_launcher(compiled, key[0], (*raw, *constexprs))
 
 
 def _direct_launcher(compiled, device_index, args):

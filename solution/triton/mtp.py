@@ -1,0 +1,293 @@
+"""Gated Delta Net over T tokens per sequence from a state pool (speculative-decoding
+verification), fused recurrent Triton kernel (K-last state).
+
+Definition ``gdn_mtp_qk4_v8_d128_k_last`` (Qwen3-Next linear attention, TP=4). Batch row b
+holds T tokens and starts from pool slot n = initial_state_indices[b]: S = initial_state[n]
+(D_v x D_k per value head, K contiguous: "K-last"). For every token t in order and value
+head h (query/key head hq = h // 2), with D = 128:
+
+    g      = exp(-exp(A_log[h]) * softplus(a[b,t,h] + dt_bias[h]))      decay gate
+    beta   = sigmoid(b[b,t,h])                                          update gate
+    delta  = beta * (v[b,t,h] - g * (S @ k[b,t,hq]))                     (D_v,)
+    S      = g * S + outer(delta, k[b,t,hq])
+    out[b,t,h] = scale * (S @ q[b,t,hq])                                 (from the old S in one pass)
+    intermediate_states_buffer[n, t, h] = S                             the state after token t
+
+One program handles a BV-row tile of one (b, h) state: it reads the tile from the pool once,
+keeps it in registers through the T tokens (decode's step, kernel.py, T times in a row) and
+writes it into the buffer after each token. ``scale`` of 0 or None means 1/sqrt(D).
+
+Entry points (all take the pool [P, 8, 128, 128] f32 and the indices [B] int32 or int64):
+  * ``kernel``: the definition's call (destination-passing). As its reference: a negative
+    index counts from the end of the pool (n + P), the pool is not updated, and final_state
+    receives a copy of it. Two launches: that copy, then the kernel.
+  * ``run``: the same, value-returning, with the pool itself as final_state (no copy), as
+    FlashInfer's gated_delta_rule_mtp returns it.
+  * ``pooled_mtp``: for serving engines: a negative index marks a padding row (output zeroed,
+    no slot read or written), the buffer is optional, one launch, no allocation and no wait on
+    the device, so a CUDA graph can capture it.
+In every entry point an index the pool does not hold gives that row NaN output and touches
+no slot (raising would mean waiting on the device). Rows may share a slot: each starts from
+the pool's state and its output is exact, but the slot's buffer then holds, tile by tile, the
+states of one of them (the definition's reference keeps the last row's).
+
+Only torch, triton and the standard library are imported: the official evaluator has
+nothing else.
+"""
+
+import math
+import numbers
+from typing import NamedTuple
+
+import torch
+import triton
+import triton.language as tl
+
+NUM_Q_HEADS = 4
+NUM_V_HEADS = 8
+HEAD_SIZE = 128
+
+
+class LaunchRow(NamedTuple):
+    """One row of LAUNCH_TABLE: batch sizes up to max_batch (None: any larger one, the last
+    row) run with block_v state rows per program and `warps` warps per program."""
+    max_batch: int | None
+    block_v: int
+    warps: int
+
+
+# Launch configuration per batch size, rows in increasing max_batch (decode's, not yet tuned
+# for T tokens per program).
+LAUNCH_TABLE = (
+    LaunchRow(max_batch=16, block_v=4, warps=1),
+    LaunchRow(max_batch=None, block_v=16, warps=1),
+)
+
+
+@triton.jit
+def _softplus(x):
+    """softplus(x) = max(x, 0) + log1p(exp(-|x|)), exact for large |x| (no overflow)."""
+    y = tl.exp(-tl.abs(x))
+    u = 1.0 + y
+    # log1p(y) with no log1p primitive: log(u) plus the first-order correction for the
+    # rounding of u = 1 + y, log((1 + y) / u) ~ y - (u - 1) (dividing that by u in [1, 2]
+    # changes it by less than one ulp of the result). Accurate for all y in (0, 1],
+    # including y so small that u rounds to 1 (then it returns y).
+    log1p_y = tl.log(u) - ((u - 1.0) - y)
+    return tl.maximum(x, 0.0) + log1p_y
+
+
+@triton.jit
+def _delta_rule_step(s, q, k, v, g, beta, scale):
+    """One token on a [BV, D] tile of a state S: returns (out, S') with
+    S' = g * S + outer(delta, k), delta = beta * (v - g * (S @ k)) and
+    out = scale * (S' @ q) = scale * (g * (S @ q) + (k . q) * delta), from one pass over S."""
+    s_k = tl.sum(s * k[None, :], axis=1)
+    s_q = tl.sum(s * q[None, :], axis=1)
+    delta = beta * (v - g * s_k)
+    out = scale * (g * s_q + tl.sum(q * k, axis=0) * delta)
+    return out, g * s + delta[:, None] * k[None, :]
+
+
+@triton.jit(do_not_specialize=["pool_size"])
+def _gdn_mtp_kernel(
+    q_ptr, k_ptr, v_ptr, pool_ptr, index_ptr, A_log_ptr, a_ptr, dt_bias_ptr, b_ptr, out_ptr, states_ptr,
+    scale, pool_size,
+    T: tl.constexpr, NEGATIVE_WRAPS: tl.constexpr, HAS_STATES: tl.constexpr,
+    HQ: tl.constexpr, HV: tl.constexpr, D: tl.constexpr, BV: tl.constexpr,
+):
+    tile = tl.program_id(0)          # which BV-row tile of the V dimension
+    bh = tl.program_id(1)            # b * HV + h
+    batch = bh // HV
+    head = bh % HV
+    offs_k = tl.arange(0, D)
+    offs_v = tile * BV + tl.arange(0, BV)
+    tile_offs = offs_v[:, None] * D + offs_k[None, :]
+
+    raw = tl.load(index_ptr + batch).to(tl.int64)
+    if NEGATIVE_WRAPS:  # Python's indexing, as the definition's reference does: -1 is the last slot
+        index = tl.where(raw < 0, raw + pool_size, raw)
+        fill = float("nan")
+    else:  # a negative index marks a padding row
+        index = raw
+        fill = tl.where(raw < 0, 0.0, float("nan"))
+    in_pool = (index >= 0) & (index < pool_size)
+    slot = tl.where(in_pool, index, 0)
+    # A whole-tile mask, as a comparison of the row offsets (Triton's interpreter cannot
+    # broadcast a scalar mask), constant along K so that loads and stores stay vectorized.
+    tile_mask = offs_v[:, None] < tl.where(in_pool, D, 0)
+    s = tl.load(pool_ptr + (slot * HV + head) * (D * D) + tile_offs, mask=tile_mask, other=0.0)
+
+    decay_rate = tl.exp(tl.load(A_log_ptr + head))
+    dt_bias = tl.load(dt_bias_ptr + head)
+    for t in tl.static_range(T):
+        row = batch * T + t          # the token's row of [B * T]
+        qk_row = row * HQ + head // (HV // HQ)
+        q = tl.load(q_ptr + qk_row * D + offs_k).to(tl.float32)
+        k = tl.load(k_ptr + qk_row * D + offs_k).to(tl.float32)
+        v = tl.load(v_ptr + (row * HV + head) * D + offs_v).to(tl.float32)
+        x = tl.load(a_ptr + row * HV + head).to(tl.float32) + dt_bias
+        g = tl.exp(-decay_rate * _softplus(x))
+        beta = 1.0 / (1.0 + tl.exp(-tl.load(b_ptr + row * HV + head).to(tl.float32)))
+        out, s = _delta_rule_step(s, q, k, v, g, beta, scale)
+        out = tl.where(in_pool, out, fill)
+        tl.store(out_ptr + (row * HV + head) * D + offs_v, out.to(out_ptr.dtype.element_ty))
+        if HAS_STATES:
+            tl.store(states_ptr + ((slot * T + t) * HV + head) * (D * D) + tile_offs, s, mask=tile_mask)
+
+
+# --- Host side: checks, configuration, launch --------------------------------------------
+
+def _launch_config(batch, launch_table):
+    """(BV, num_warps) for this batch size from a launch table like LAUNCH_TABLE."""
+    for row in launch_table:
+        if row.max_batch is None or batch <= row.max_batch:
+            return row.block_v, row.warps
+    raise AssertionError("LAUNCH_TABLE must end with an unbounded row (max_batch=None)")
+
+
+def _expected(batch, steps):
+    """(shape, dtype) of q, k, v, A_log, a, dt_bias, b and output for `batch` rows of `steps` tokens."""
+    bf16, f32 = torch.bfloat16, torch.float32
+    qk, heads = (batch, steps, NUM_Q_HEADS, HEAD_SIZE), (batch, steps, NUM_V_HEADS)
+    specs = ((qk, bf16), (qk, bf16), (heads + (HEAD_SIZE,), bf16), ((NUM_V_HEADS,), f32), (heads, bf16),
+             ((NUM_V_HEADS,), f32), (heads, bf16), (heads + (HEAD_SIZE,), bf16))
+    return tuple((torch.Size(shape), dtype) for shape, dtype in specs)
+
+
+def _expect(name, t, shape, dtype, device):
+    """Raise ValueError naming `name` unless `t` is a contiguous tensor of this shape, dtype
+    and device."""
+    if not isinstance(t, torch.Tensor):
+        raise ValueError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
+    if t.shape != shape:
+        raise ValueError(f"{name}: expected shape {list(shape)}, got {list(t.shape)}")
+    if t.dtype != dtype:
+        raise ValueError(f"{name}: expected dtype {dtype}, got {t.dtype}")
+    if t.device != device:
+        raise ValueError(f"{name}: expected device {device} (that of q), got {t.device}")
+    if not t.is_contiguous():
+        raise ValueError(f"{name}: expected a contiguous tensor")
+
+
+def _expect_pool(name, pool, device):
+    """The pool size P of `pool` if it is a contiguous [P, 8, 128, 128] float32 tensor on `device`
+    (K-last states, as serving engines keep them); else ValueError naming it."""
+    if not isinstance(pool, torch.Tensor) or pool.dim() != 4:
+        got = f"shape {list(pool.shape)}" if isinstance(pool, torch.Tensor) else type(pool).__name__
+        raise ValueError(f"{name}: expected a [pool_size, {NUM_V_HEADS}, {HEAD_SIZE}, {HEAD_SIZE}] tensor, got {got}")
+    _expect(name, pool, torch.Size((pool.shape[0], NUM_V_HEADS, HEAD_SIZE, HEAD_SIZE)), torch.float32, device)
+    return pool.shape[0]
+
+
+def _expect_indices(name, indices, batch, device):
+    """The dtype of `indices` if it is a contiguous [batch] int32 or int64 tensor on `device`;
+    else ValueError naming it."""
+    dtype = getattr(indices, "dtype", None)
+    if isinstance(indices, torch.Tensor) and dtype not in (torch.int32, torch.int64):
+        raise ValueError(f"{name}: expected dtype torch.int32 or torch.int64, got {dtype}")
+    _expect(name, indices, torch.Size((batch,)), dtype, device)
+    return dtype
+
+
+def _scale_value(scale):
+    """scale as a Python float: 0 or None mean 1/sqrt(D); a one-element float tensor is read;
+    any other real number (numpy's too) is taken as it is, but not a bool. A nonzero finite
+    Python float, what the evaluator passes, returns at the first test."""
+    if scale.__class__ is float and scale != 0.0 and math.isfinite(scale):
+        return scale
+    if scale is None:
+        return 1.0 / math.sqrt(HEAD_SIZE)
+    if isinstance(scale, torch.Tensor):
+        if scale.numel() != 1 or not scale.is_floating_point():
+            raise ValueError(f"scale: expected a one-element float tensor, got {scale.dtype} of shape {list(scale.shape)}")
+        scale = scale.item()
+    if isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not math.isfinite(scale):
+        raise ValueError(f"scale: expected a finite real number, 0 or None, got {scale!r}")
+    value = float(scale)
+    return value if value != 0.0 else 1.0 / math.sqrt(HEAD_SIZE)
+
+
+def _check_inputs(q, k, v, pool, indices, A_log, a, dt_bias, b, scale, states, names):
+    """(batch, steps, pool size, scale as a float) once every input checks, in call order;
+    else ValueError naming the first bad one (`names`: the call's own names of the pool, the
+    indices and the buffer of states, which may be None)."""
+    if not isinstance(q, torch.Tensor) or q.dim() != 4:
+        got = f"shape {list(q.shape)}" if isinstance(q, torch.Tensor) else type(q).__name__
+        raise ValueError(f"q: expected a [B, T, {NUM_Q_HEADS}, {HEAD_SIZE}] tensor, got {got}")
+    (batch, steps), device = q.shape[:2], q.device
+    expected = dict(zip(("q", "k", "v", "A_log", "a", "dt_bias", "b", "output"), _expected(batch, steps)))
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        _expect(name, t, *expected[name], device)
+    pool_size = _expect_pool(names[0], pool, device)
+    _expect_indices(names[1], indices, batch, device)
+    for name, t in (("A_log", A_log), ("a", a), ("dt_bias", dt_bias), ("b", b)):
+        _expect(name, t, *expected[name], device)
+    scale = _scale_value(scale)
+    if states is not None:
+        shape = torch.Size((pool_size, steps, NUM_V_HEADS, HEAD_SIZE, HEAD_SIZE))
+        _expect(names[2], states, shape, torch.float32, device)
+    return batch, steps, pool_size, scale
+
+
+def _launch(q, k, v, pool, indices, A_log, a, dt_bias, b, scale, states, output, pool_size, negative_wraps):
+    """One launch of the kernel on checked arguments: outputs, and states unless None."""
+    batch, steps = q.shape[:2]
+    if batch == 0 or steps == 0:
+        return
+    block_v, num_warps = _launch_config(batch, LAUNCH_TABLE)
+    grid = (HEAD_SIZE // block_v, batch * NUM_V_HEADS)
+    _gdn_mtp_kernel[grid](
+        q, k, v, pool, indices, A_log, a, dt_bias, b, output, states, scale, pool_size,
+        T=steps, NEGATIVE_WRAPS=negative_wraps, HAS_STATES=states is not None,
+        HQ=NUM_Q_HEADS, HV=NUM_V_HEADS, D=HEAD_SIZE, BV=block_v, num_warps=num_warps,
+    )
+
+
+_DEFINITION_NAMES = ("initial_state", "initial_state_indices", "intermediate_states_buffer")
+
+
+def kernel(q, k, v, initial_state, initial_state_indices, A_log, a, dt_bias, b, scale, intermediate_states_buffer,
+           output, final_state):
+    """DPS entry point, the definition's call: writes `output` [B,T,8,128] bf16, the state after
+    every token into intermediate_states_buffer [P,T,8,128,128] f32 at each row's slot (nothing
+    when it is None), and `final_state` [P,8,128,128] f32, a copy of the pool, which is not
+    updated. A negative index counts from the end of the pool, as the definition's reference
+    indexes it. Raises ValueError naming the first bad argument.
+    """
+    inputs = (q, k, v, initial_state, initial_state_indices, A_log, a, dt_bias, b)
+    batch, steps, pool_size, scale = _check_inputs(*inputs, scale, intermediate_states_buffer, _DEFINITION_NAMES)
+    _expect("output", output, *_expected(batch, steps)[-1], q.device)
+    _expect("final_state", final_state, initial_state.shape, torch.float32, q.device)
+    final_state.copy_(initial_state)
+    _launch(*inputs, scale, intermediate_states_buffer, output, pool_size, negative_wraps=True)
+
+
+def run(q, k, v, initial_state, initial_state_indices, A_log, a, dt_bias, b, scale, intermediate_states_buffer=None):
+    """Value-returning entry point, the definition's call: (output, final_state) as kernel()
+    writes them, but final_state is initial_state itself, the pool unchanged (no copy), and
+    output is allocated here."""
+    inputs = (q, k, v, initial_state, initial_state_indices, A_log, a, dt_bias, b)
+    batch, steps, pool_size, scale = _check_inputs(*inputs, scale, intermediate_states_buffer, _DEFINITION_NAMES)
+    output = torch.empty(_expected(batch, steps)[-1][0], dtype=torch.bfloat16, device=q.device)
+    _launch(*inputs, scale, intermediate_states_buffer, output, pool_size, negative_wraps=True)
+    return output, initial_state
+
+
+def pooled_mtp(q, k, v, state_pool, indices, A_log, a, dt_bias, b, scale, output, intermediate_states=None):
+    """T tokens per row from a state pool, as a serving engine verifies draft tokens: row i
+    starts from state_pool[indices[i]], which is not updated; its outputs go to `output`
+    [B,T,8,128] bf16 and, when `intermediate_states` [P,T,8,128,128] f32 is given, its state
+    after token t to intermediate_states[indices[i], t] (the engine then keeps the accepted
+    prefix's state). A negative index marks a padding row: its output is zeroed and no slot
+    is read or written.
+
+    Launches exactly one kernel, never synchronizes with the device and allocates nothing, so
+    a CUDA graph can capture it (with scale a number: a tensor scale is read on the host).
+    Raises ValueError naming the first bad argument.
+    """
+    inputs = (q, k, v, state_pool, indices, A_log, a, dt_bias, b)
+    batch, steps, pool_size, scale = _check_inputs(*inputs, scale, intermediate_states,
+                                                   ("state_pool", "indices", "intermediate_states"))
+    _expect("output", output, *_expected(batch, steps)[-1], q.device)
+    _launch(*inputs, scale, intermediate_states, output, pool_size, negative_wraps=False)
