@@ -6,6 +6,7 @@
     python scripts/run_local.py --algo all --batch-sizes 1,64
     python scripts/run_local.py --algo fla-recurrent,fi-baseline --dataset ~/mlsys26-contest
     python scripts/run_local.py --definition both       # the track: decode, then prefill, then the track score
+    python scripts/run_local.py --definition mtp        # the third definition (not in the track's score)
 
 With a CUDA GPU: every selected workload, correctness + timing tiers (harness, kernel, and
 for decode the memory floor), the kernel time of the definition's own reference (cached per
@@ -13,8 +14,8 @@ GPU model and workload; --reference, --reference-cache) and the contest score: t
 workloads of the reference's time / the submission's. Without one: correctness only, with Triton's interpreter, on
 the definition's CPU subset unless flags choose the workloads (-n: the first N of each
 report group). Random inputs come from --seed. The trace set is the definition's own unless
---dataset is given: decode's is embedded; prefill's is generated once into the cache folder
-(a small embedded subset on CPU). The project checkout is the script's own unless --root
+--dataset is given: decode's is embedded; prefill's and mtp's are generated once into the
+cache folder (a small embedded subset on CPU). The project checkout is the script's own unless --root
 names another. Writes results.json, report.txt, margins.png and (when anything was timed)
 kernel_time.png under --out, which is checked first (with --definition both: under
 --out/decode and --out/prefill, and on a GPU track.json with the track score under --out).
@@ -53,9 +54,10 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     per_group = "; ".join(f"{s.short}: {s.group_title}" for s in DEFINITIONS.values())
     parser.add_argument("-n", "--num-workloads", type=positive_int, metavar="N",
                         help=f"at most N workloads of each report group, the first in the trace set ({per_group})")
-    for spec in DEFINITIONS.values():
-        parser.add_argument(spec.size_flag, type=positive_ints, dest=f"sizes_{spec.short}",
-                            help=f"{spec.short}: only these {spec.size_axis} values, e.g. 1,4,64")
+    for flag, specs in _size_flags().items():
+        parser.add_argument(flag, type=positive_ints, dest=_size_dest(flag),
+                            help=f"{' and '.join(s.short for s in specs)}: only these {specs[0].size_axis} values, "
+                                 "e.g. 1,4,64")
     parser.add_argument("--workload-id", help="only workloads whose uuid starts with this")
     harness = "; ".join(f"{s.short} {s.harness.warmup}/{s.harness.iterations}/{s.harness.trials}"
                         for s in DEFINITIONS.values())
@@ -87,6 +89,19 @@ def gpu_only_flags(args: argparse.Namespace) -> list[str]:
                                       ("--trials", args.trials), ("--reference-cache", args.reference_cache))
              if value is not None]
     return given + ([f"--reference {args.reference}"] if args.reference != MODES[0] else [])
+
+
+def _size_flags() -> dict:
+    """{size flag: the definitions that select by it} (decode and mtp share --batch-sizes)."""
+    flags: dict[str, list] = {}
+    for spec in DEFINITIONS.values():
+        flags.setdefault(spec.size_flag, []).append(spec)
+    return flags
+
+
+def _size_dest(flag: str) -> str:
+    """The argparse destination of a size flag: --batch-sizes -> sizes_batch_sizes."""
+    return "sizes_" + flag.lstrip("-").replace("-", "_")
 
 
 def algorithms_epilog() -> str:
@@ -132,9 +147,9 @@ def chosen_runs(args: argparse.Namespace) -> list[tuple]:
     raises ValueError for an unknown algorithm or a size flag of a definition that does not
     run. Reads the registry only: no torch, so argument errors come at once."""
     specs = chosen(args.definition)
-    for other in DEFINITIONS.values():
-        if other not in specs and getattr(args, f"sizes_{other.short}") is not None:
-            raise ValueError(f"{other.size_flag} applies to --definition {other.short}; "
+    for flag, users in _size_flags().items():
+        if getattr(args, _size_dest(flag)) is not None and not any(spec in users for spec in specs):
+            raise ValueError(f"{flag} applies to --definition {' or '.join(s.short for s in users)}; "
                              f"{specs[0].short} selects by {specs[0].size_flag}")
     runs = []
     for spec in specs:
@@ -153,7 +168,7 @@ def settings_from_args(args: argparse.Namespace) -> list:
 
     return [RunSettings(
         algos=algos, dataset=args.dataset, definition=spec.short, num_workloads=args.num_workloads,
-        sizes=getattr(args, f"sizes_{spec.short}"), workload_id=args.workload_id,
+        sizes=getattr(args, _size_dest(spec.size_flag)), workload_id=args.workload_id,
         warmup=args.warmup, iterations=args.iterations, trials=args.trials, seed=args.seed,
         out=args.out / spec.short if len(runs) > 1 else args.out,
         reference=args.reference, reference_file=args.reference_cache,

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING
 from gdn_bench import ncu_summary, proton_lines
 from gdn_bench.arguments import (add_root_argument, chosen_project, definition_name, output_folder, positive_int,
                                  seed)
-from gdn_bench.definitions import DEFINITIONS, resolve
+from gdn_bench.definitions import TRACK, resolve
 from gdn_bench.paths import checkout_of
 from gdn_bench.prefill_variants import parse_config
 
@@ -87,9 +87,9 @@ def _names(text: str) -> tuple[str, ...]:
 def build_parser(checkout: Path) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="profile_call.py", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    choices = ", ".join(f"{s.short} ({s.name})" for s in DEFINITIONS.values())
+    choices = ", ".join(f"{s.short} ({s.name})" for s in TRACK)
     parser.add_argument("--definition", type=definition_name, default="decode", help=f"{choices}; default decode")
-    defaults = ", ".join(f"{s.submission} for {s.short}" for s in DEFINITIONS.values())
+    defaults = ", ".join(f"{s.submission} for {s.short}" for s in TRACK)
     parser.add_argument("--algo", help=f"one algorithm of the definition (default the submission: {defaults})")
     parser.add_argument("--config", type=_config, action="append", default=[],
                         help="a variant of the prefill submission: module-level NAME=VALUE[,NAME=VALUE...] of "
@@ -124,6 +124,9 @@ def target_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace) 
     from gdn_bench.profile_target import Target
 
     spec = resolve(args.definition)
+    if spec not in TRACK:
+        parser.error(f"argument --definition: profile_call takes {' or '.join(s.short for s in TRACK)}; "
+                     f"{spec.short} is timed by scripts/bench_serving.py")
     algo = args.algo or spec.submission
     if algo not in spec.algos_by_name:
         parser.error(f"argument --algo: {spec.short} has no algorithm {algo!r}; valid: {', '.join(spec.algos_by_name)}")

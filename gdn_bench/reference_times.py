@@ -1,23 +1,27 @@
-"""The definition reference's kernel time per workload, measured once per GPU model and kept in
-a JSON file (REFERENCE_FILE in the cache folder, gdn_bench.paths.cache_dir, unless named).
+"""The definition reference's time per workload, measured once per GPU model and kept in a JSON
+file (REFERENCE_FILE in the cache folder, gdn_bench.paths.cache_dir, unless named).
 
 The contest scores a definition by the mean over its workloads of the reference's time over
-the solution's, the reference being the definition's own `reference` text, timed like the
-solution. That reference is slow (prefill's loops over tokens: seconds per call at 8192
-tokens), so its times are kept. An entry's key (`reference_key`) is a hash of what the time
-depends on: the GPU model, the whole definition (its reference text included), and the
-workload's record (uuid, axes, inputs) with the bytes of every blob it reads. A changed
-definition or trace set gives new keys, so a stale time is never used; the old entries stay
-in the file, unused. The file is plain JSON, and can be copied to another machine:
+the solution's, the reference being the definition's own `reference` text, timed by the
+evaluator's timer (gdn_bench.evaluator_timing). That reference is slow (prefill's loops over
+tokens: seconds per call at 8192 tokens), so its times are kept. An entry's key
+(`reference_key`) is a hash of what the time depends on: the GPU model, the timing method
+(which timer, with its warm-up / iterations / trials: ReferenceTimer.method), the whole
+definition (its reference text included), and the workload's record (uuid, axes, inputs) with
+the bytes of every blob it reads. A changed definition, trace set or timer gives new keys, so
+a stale time is never used; the old entries stay in the file, unused. Entries written before
+issue 27 (the kit's own torch.profiler timer, keys without a method) are never found, so
+every time is measured anew with the evaluator's timer. The file is plain JSON, and can be
+copied to another machine:
 
-    {"version": 1, "entries": {key: {"us": µs, "samples": n, "gpu": ..., "definition": ...,
-                                     "workload": uuid, "axes": {...}, "torch": ..., "date": ...,
-                                     "host": ...}}}
+    {"version": 1, "entries": {key: {"us": µs, "samples": n, "method": ..., "timer": how, "evaluators": bool,
+                                     "versions": {...}, "gpu": ..., "definition": ..., "workload": uuid,
+                                     "axes": {...}, "date": ..., "host": ...}}}
 
-"us" is the median over "samples" profiled calls (gdn_bench.timing.bounded_kernel_time_us:
-as many as fit 0.2 s, at least 3 for a call of 10 ms or more, so that a one-second call is not
-profiled for minutes). Entries written before the count was kept have no "samples" (the times
-are the same measurement); the version is unchanged, as either kind of file reads the other.
+"us" is the time; "samples" how many calls were timed for it; "timer" says in words which
+timer ran and how (ReferenceTimer.describe: the evaluator's, the mean of `trials` medians of
+`iterations` calls; or the kit's fallback and why), "evaluators" whether it was the
+evaluator's own, "versions" those of torch, flashinfer-bench, FlashInfer and cupti-python.
 """
 
 from __future__ import annotations
@@ -67,21 +71,21 @@ def blob_files(workload: Workload, root: Path | None) -> list[Path]:
     return [Path(root or ".") / p for p in sorted(paths)]
 
 
-def reference_key(gpu: str, definition: Definition, workload: Workload, root: Path | None) -> str:
-    """The cache key of the reference's time on `workload`: a hash of the GPU model, the whole
-    definition, the workload's record and the bytes of its blobs (read from the trace set at
-    `root`)."""
-    parts = [hashlib.sha256(part).digest() for part in (gpu.encode(), _canonical(definition), _canonical(workload))]
+def reference_key(gpu: str, method: str, definition: Definition, workload: Workload, root: Path | None) -> str:
+    """The cache key of the reference's time on `workload`: a hash of the GPU model, the timing
+    method, the whole definition, the workload's record and the bytes of its blobs (read from
+    the trace set at `root`)."""
+    parts = [hashlib.sha256(part).digest()
+             for part in (gpu.encode(), method.encode(), _canonical(definition), _canonical(workload))]
     parts += [_file_digest(p) for p in blob_files(workload, root)]
     return hashlib.sha256(b"".join(parts)).hexdigest()
 
 
-def new_entry(us: float, samples: int, gpu: str, definition: Definition, workload: Workload,
-              torch_version: str) -> dict:
-    """One measured time (the median of `samples` calls) with what it was measured on and when
-    (the key says which inputs)."""
-    return {"us": us, "samples": samples, "gpu": gpu, "definition": definition.name, "workload": workload.uuid,
-            "axes": dict(workload.axes), "torch": torch_version, "host": platform.node(),
+def new_entry(us: float, samples: int, timing: dict, gpu: str, definition: Definition, workload: Workload) -> dict:
+    """One measured time (`samples` calls timed) with how (`timing`: its "method", "timer",
+    "evaluators" and "versions"), what it was measured on and when (the key says which inputs)."""
+    return {"us": us, "samples": samples, **timing, "gpu": gpu, "definition": definition.name,
+            "workload": workload.uuid, "axes": dict(workload.axes), "host": platform.node(),
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
 
 
@@ -146,19 +150,19 @@ class ReferenceTimes:
 
 
 def collect(mode: str, gpu: str, definition: Definition, root: Path | None, workloads: list[Workload],
-            times: ReferenceTimes, measure: Callable[[Workload], tuple[float, int]],
-            torch_version: str) -> dict[str, dict]:
-    """The reference's time on each workload, as {uuid: entry, with its "key" and "source"}:
+            times: ReferenceTimes, measure: Callable[[Workload], tuple[float, int]], timing: dict) -> dict[str, dict]:
+    """The reference's time on each workload, as {uuid: entry, with its "key" and "source"},
+    timed as `timing` says ({"method": what the key holds, "timer": in words, "evaluators": ...,
+    "versions": ...}):
     the cached one unless `mode` is "measure"; where there is none, unless `mode` is "skip",
-    measure(workload), (µs, the number of calls it is the median of), with a progress bar,
-    added to `times` ("measured"). A timing
-    that fails gives an entry with no time and its message ("failed"); a workload with no
-    time and none measured has no entry."""
+    measure(workload), (µs, the number of calls timed), with a progress bar, added to `times`
+    ("measured"). A timing that fails gives an entry with no time and its message ("failed");
+    a workload with no time and none measured has no entry."""
     from gdn_bench.timing import TimingError
 
     if mode not in MODES:
         raise ValueError(f"reference mode {mode!r}: expected one of {', '.join(MODES)}")
-    keys = {w.uuid: reference_key(gpu, definition, w, root) for w in workloads}
+    keys = {w.uuid: reference_key(gpu, timing["method"], definition, w, root) for w in workloads}
     found, todo = {}, []
     for w in workloads:
         cached = times.get(keys[w.uuid]) if mode != "measure" else None
@@ -166,14 +170,14 @@ def collect(mode: str, gpu: str, definition: Definition, root: Path | None, work
             found[w.uuid] = {**cached, "key": keys[w.uuid], "source": "cached"}
         elif mode != "skip":
             todo.append(w)
-    for w in tqdm(todo, desc="definition reference (CUPTI)", unit="workload", disable=not todo):
+    for w in tqdm(todo, desc="definition reference", unit="workload", disable=not todo):
         try:
             us, samples = measure(w)
         except TimingError as e:
             found[w.uuid] = {"us": None, "key": keys[w.uuid], "source": "failed",
-                             "message": f"kernel timing failed: {e}"}
+                             "message": f"reference timing failed: {e}"}
             continue
-        entry = new_entry(us, samples, gpu, definition, w, torch_version)
+        entry = new_entry(us, samples, timing, gpu, definition, w)
         times.add(keys[w.uuid], entry)
         found[w.uuid] = {**entry, "key": keys[w.uuid], "source": "measured"}
     return found

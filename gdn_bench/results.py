@@ -9,8 +9,9 @@ workload's axes, status and max errors (flashinfer-bench's names and statistics,
 PACK_ERROR where the algorithm could not even be packed, WORKLOAD_ERROR where the workload
 itself could not run), the worst margin per output
 (gdn_bench.checking.worst_margin), and the timing tiers in µs (None where not measured).
-`reference` holds the kernel time of the definition's own reference per workload, timed like
-the rows' kernel tier (an entry of gdn_bench.reference_times, with where it came from).
+`reference` holds the time of the definition's own reference per workload, timed by the
+contest evaluator's own timer (an entry of gdn_bench.reference_times, with where it came from
+and which timer measured it: gdn_bench.evaluator_timing).
 Partial results (one per Modal container, say) merge into one. Everything derived from them
 (pass counts, the two scores, the per-group medians, ratios and score shares the report
 shows) is computed here, once, by `summarize`; gdn_bench.report only renders it.
@@ -27,6 +28,9 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
 from gdn_bench.roles import BASELINE, REFERENCE
+
+# How a reference time from before issue 27 was measured: its entry does not say.
+OLD_TIMER = "the kit's torch.profiler timer, before issue 27 (not the evaluator's)"
 
 if TYPE_CHECKING:  # only for the annotation: this module imports nothing heavy
     from gdn_bench.definitions import DefinitionSpec
@@ -66,7 +70,7 @@ class Results:
 
     @property
     def reference_us(self) -> dict[str, float]:
-        """The definition reference's kernel time per workload uuid, where known."""
+        """The definition reference's time per workload uuid, where known."""
         return {w: entry["us"] for w, entry in self.reference.items()}
 
     def to_json(self) -> dict:
@@ -132,9 +136,9 @@ def _mean(values) -> float | None:
 
 
 def contest_score(results: Results, algo: str | None = None) -> float | None:
-    """The contest's score: the mean over workloads of the definition reference's kernel time
-    / `algo`'s, over the workloads where `algo` passed and both were timed; None where there
-    are none. `algo` defaults to the run's submission (meta["submission"])."""
+    """The contest's score: the mean over workloads of the definition reference's time /
+    `algo`'s kernel time, over the workloads where `algo` passed and both were timed; None
+    where there are none. `algo` defaults to the run's submission (meta["submission"])."""
     return _mean(speedups(results, algo or results.meta.get("submission"), results.reference_us).values())
 
 
@@ -208,8 +212,8 @@ class Summary:
     problems: list[dict]
     # The definition reference's times: how many workloads there are, and how many have an
     # entry, by where it came from ("cached", "measured", "failed": see reference_times.collect);
-    # "samples": the fewest and most calls a time is the median of, and how many times have no
-    # count (from a cache written before counts were kept).
+    # "timers": how many times each timer measured (its words, an entry's "timer"), and
+    # "evaluators": how many of them the contest evaluator's own timer measured.
     reference: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
@@ -271,8 +275,10 @@ def summarize(results: Results, spec: "DefinitionSpec") -> Summary:
             problems.setdefault((r.algo, r.status, r.message), []).append(label_of(r.axes))
     entries = [results.reference[r.workload] for r in workloads if r.workload in results.reference]
     sources = [e["source"] for e in entries]
-    calls = [e.get("samples") for e in entries if e.get("us") is not None]
-    known = [n for n in calls if n]
+    timed = [e for e in entries if e.get("us") is not None]
+    timers: dict[str, int] = {}
+    for e in timed:
+        timers[e.get("timer", OLD_TIMER)] = timers.get(e.get("timer", OLD_TIMER), 0) + 1
     return Summary(passed=sum(r.status == "PASSED" for r in results.rows), total=len(results.rows), algos=algos,
                    contest_score=contest_score(results), fi_ratio=fi_ratio(results), lines=lines,
                    workloads=[{"label": label, "kind": kind, "count": n} for (label, kind), n in counts.items()],
@@ -280,5 +286,4 @@ def summarize(results: Results, spec: "DefinitionSpec") -> Summary:
                              for (algo, status, message), labels in problems.items()],
                    reference={"workloads": len(workloads),
                               **{s: sources.count(s) for s in ("cached", "measured", "failed")},
-                              "samples": {"min": min(known, default=None), "max": max(known, default=None),
-                                          "unknown": len(calls) - len(known)}})
+                              "timers": timers, "evaluators": sum(bool(e.get("evaluators")) for e in timed)})

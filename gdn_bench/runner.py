@@ -4,10 +4,10 @@ On a GPU, each workload goes through flashinfer-bench's Benchmark (status, max e
 its own "harness" latency, with the contest's warm-up / iteration / trial counts for the
 definition), then this process checks every algorithm again for the worst margins
 (gdn_bench.checking), times every passing (algorithm, workload) with CUPTI and a cold L2
-("kernel"), takes the kernel time of the definition's own reference on every workload from
-the cache of reference times or measures it the same way (gdn_bench.reference_times: the
-contest's speedup is that time / the submission's) and, where the definition has one, times
-the memory floor per report group.
+("kernel"), takes the time of the definition's own reference on every workload from the
+cache of reference times or measures it with the contest evaluator's own timer
+(gdn_bench.reference_times, gdn_bench.evaluator_timing: the contest's speedup is that time /
+the submission's) and, where the definition has one, times the memory floor per report group.
 Without a GPU, it checks correctness only, with Triton's interpreter (TRITON_INTERPRET=1 must
 be set before triton is first imported: gdn_bench.device.prepare_triton does it).
 Nothing is ever written into the dataset folder. A trace set whose workloads could not run
@@ -34,12 +34,13 @@ from gdn_bench.checking import (ATOL, RTOL, WORKLOAD_ERROR, CheckResult, Solutio
                                 workload_inputs)
 from gdn_bench.dataset import load_trace_set
 from gdn_bench.definitions import DEFAULT, DefinitionSpec, resolve
+from gdn_bench.evaluator_timing import reference_timer
 from gdn_bench.interrupts import Interrupted, stage, workers_ignore_ctrl_c
 from gdn_bench.packing import PackError
 from gdn_bench.paths import harness_outside_project, project_root
 from gdn_bench.reference_times import ReferenceTimes, collect, default_file
 from gdn_bench.results import Results, Row
-from gdn_bench.timing import TimingError, bounded_kernel_time_us, kernel_time_us
+from gdn_bench.timing import TimingError, kernel_time_us
 
 
 @dataclass
@@ -237,9 +238,9 @@ def run(settings: RunSettings) -> Results:
             (_run_cpu if cpu else _run_gpu)(settings, trace_set, workloads, solutions, results)
             if times is not None:
                 failed = {r.workload for r in results.rows if r.status == WORKLOAD_ERROR}
-                with stage("definition reference (CUPTI)"):
-                    _reference_tier(settings.reference, trace_set.definitions[spec.name], trace_set.root,
-                                    [w for w in workloads if w.uuid not in failed], times, results, settings.seed)
+                with stage("definition reference"):
+                    _reference_tier(settings, trace_set.definitions[spec.name], trace_set.root,
+                                    [w for w in workloads if w.uuid not in failed], times, results)
     except KeyboardInterrupt as e:
         where = e.stage if isinstance(e, Interrupted) else "the run"
         planned = len(workloads) * sum(a.name not in results.skipped for a in algos)
@@ -373,20 +374,25 @@ def _kernel_tier(spec, definition, root, workloads, solutions, rows: dict, seed:
                 row.message = f"kernel timing failed: {e}"
 
 
-def _reference_tier(mode: str, definition, root, workloads, times: ReferenceTimes, results: Results,
-                    seed: int) -> None:
-    """The kernel time of the definition's own reference (flashinfer-bench's build_reference,
-    as the contest builds it) on every workload, into results.reference: cached or measured
-    as reference_times.collect says, measured as the kernel tier measures an algorithm, with
-    fewer calls where one is slow (timing.bounded_kernel_time_us: µs and the count)."""
+def _reference_tier(settings: RunSettings, definition, root, workloads, times: ReferenceTimes,
+                    results: Results) -> None:
+    """The time of the definition's own reference (flashinfer-bench's build_reference, as the
+    contest builds it) on every workload, into results.reference: cached or measured as
+    reference_times.collect says, measured by the contest evaluator's timer with the run's
+    warm-up / iterations / trials, or where it cannot run, the kit's own and why
+    (gdn_bench.evaluator_timing); which one, into results.meta["reference"]["timer"]."""
     from flashinfer_bench.compile import BuilderRegistry
 
     reference = BuilderRegistry.get_instance().build_reference(definition)
+    timer, harness = reference_timer(), harness_settings(settings)
+    counts = (harness["warmup"], harness["iterations"], harness["trials"])
+    timing = {"method": timer.method(*counts), "timer": timer.describe(*counts), "evaluators": timer.is_evaluators,
+              "versions": timer.versions}
+    results.meta["reference"]["timer"] = timing
 
     def measure(w) -> tuple[float, int]:
-        call = SolutionCall(definition, reference, workload_inputs(definition, w, root, "cuda", seed), "cuda")
-        with torch.no_grad():
-            return bounded_kernel_time_us(call)
+        call = SolutionCall(definition, reference, workload_inputs(definition, w, root, "cuda", settings.seed), "cuda")
+        return timer.time_us(call, *counts)
 
-    results.reference.update(collect(mode, torch.cuda.get_device_name(), definition, root, workloads, times, measure,
-                                     torch.__version__))
+    results.reference.update(collect(settings.reference, torch.cuda.get_device_name(), definition, root, workloads,
+                                     times, measure, timing))

@@ -16,8 +16,9 @@ the calls to time (probes, each at a point: the values its call compares with th
 `sweep` forces each setting onto the loaded module as a one-row table with no bounds, checks
 each probe's outputs with it (a setting that computes wrong raises), and times the probe
 (CUPTI span, cold L2: timing.kernel_time_us). `best_rows` turns the times into rows, and
-`write_table` writes them into the file as named rows (the file's own row class, fields in
-its order, NamedTuple settings by their class names), leaving the rest of the file as it was.
+`write_table` writes them into the file as named rows (the class its rows are written with,
+the fields in that class's order, NamedTuple settings by their class names), leaving the
+rest of the file as it was.
 """
 
 import ast
@@ -117,9 +118,10 @@ def best_rows(records: list[dict], bounds: tuple[str, ...], tolerance: float = 0
 
     A setting's time at a point is the sum over the probes at that point (a setting that
     did not run on one of them is left out there). One bound: at each swept point every
-    setting within `tolerance` of the fastest counts as best (timings repeat to a few percent, so closer calls are noise). Walking up the points,
-    the current setting is kept while it stays among the best; otherwise the best setting
-    that stays among the best for the most following points takes over. A row serves every
+    setting within `tolerance` of the fastest counts as best (timings repeat to a few
+    percent, so closer calls are noise). Walking up the points, the current setting is kept
+    while it stays among the best; otherwise the best setting that stays among the best for
+    the most following points takes over. A row serves every
     point up to its last swept one; the last row is unbounded (None). Several bounds, in
     order: the points are grouped by the first bound's value and each group's rows found
     over the others; neighbouring groups with the same rows merge, and the last group is
@@ -211,14 +213,6 @@ def _read_rows(text: str, name: str) -> list[tuple[str, dict]]:
     return [_named_call(row, name) for row in node.value.elts]
 
 
-def class_fields(text: str, class_name: str) -> list[str]:
-    """The fields of a NamedTuple class defined in a file's text, in order."""
-    for node in ast.parse(text).body:
-        if isinstance(node, ast.ClassDef) and node.name == class_name:
-            return [s.target.id for s in node.body if isinstance(s, ast.AnnAssign)]
-    raise ValueError(f"no class {class_name}")
-
-
 def _source(value) -> str:
     """A value as written in a row: a NamedTuple as Class(field=value, ...)."""
     if hasattr(value, "_fields"):
@@ -226,21 +220,20 @@ def _source(value) -> str:
     return repr(value)
 
 
-def write_table(rows: list[dict], path, name: str) -> None:
+def write_table(rows: list[dict], path, name: str, fields: tuple[str, ...]) -> None:
     """Replace table `name` in the file at `path` with `rows` (best_rows' dicts), written as
-    named rows of the class its rows are written with now, fields in that class's order;
-    refuses a file whose table is written otherwise, and rows whose fields are not the
-    class's."""
+    named rows of the class its rows are written with now, with `fields` in that order (the
+    loaded module's row class's: `_fields`); refuses a file whose table is written otherwise,
+    and rows whose fields are not those."""
     path = Path(path)
     text = path.read_text(encoding="utf-8")
     classes = {cls for cls, _ in _read_rows(text, name)}
     if len(classes) != 1:
         raise ValueError(f"{path}: {name}'s rows are written with several classes: {sorted(classes)}")
     [row_class] = classes
-    fields = class_fields(text, row_class)
     for row in rows:
         if sorted(row) != sorted(fields):
-            raise ValueError(f"{path}: a row names {list(row)}, {row_class} has the fields {fields}")
+            raise ValueError(f"{path}: a row names {list(row)}, {row_class} has the fields {list(fields)}")
     node = _table_node(ast.parse(text), name)
     body = "".join(f"    {row_class}({', '.join(f'{f}={_source(row[f])}' for f in fields)}),\n" for row in rows)
     lines = text.splitlines(keepends=True)

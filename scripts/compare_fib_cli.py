@@ -6,15 +6,18 @@ few of the same workloads (gdn_bench/fib_compare.py says how the two time and wh
     python scripts/compare_fib_cli.py results/prefill/results.json              # then, same GPU
     python scripts/compare_fib_cli.py results/prefill/results.json -k 3 --runner persistent
     python scripts/compare_fib_cli.py results/prefill/results.json --dry-run    # write, print the command
+    python scripts/compare_fib_cli.py results/prefill/results.json --cli ~/bin/flashinfer-bench-main
 
 Takes the results.json of a run_local run on a GPU (with reference times: not --reference
 skip), picks -k workloads where the submission passed, spread over the reference's times
 (the fastest and the slowest included), writes a trace set for the CLI under --work (by
 default fib_cli/ beside the results.json; it must not exist yet): the run's definition from
 its trace set, those workloads, and the submission packed from this checkout (--root; it
-should be the one the run timed). Then runs `flashinfer-bench run` on it
-with the run's warm-up / iterations / trials (the isolated runner unless --runner persistent),
-and prints and writes (comparison.json under --work) both speedups per workload. Exit
+should be the one the run timed). Then runs `flashinfer-bench run` on it (--cli names the
+executable; by default this Python's, else the one on PATH) with the run's warm-up /
+iterations / trials (the isolated runner unless --runner persistent),
+and prints and writes (comparison.json under --work) both speedups per workload, and how many
+reference times agree within 10 % (issue 27's criterion). Exit
 status: 0 when the CLI ran and passed every workload, 1 otherwise, 2 for bad arguments.
 """
 
@@ -27,8 +30,8 @@ from pathlib import Path
 
 from gdn_bench.arguments import add_root_argument, chosen_project, positive_int
 from gdn_bench.definitions import resolve
-from gdn_bench.fib_compare import (DEFAULT_COUNT, cli_command, compare, format_comparison, pick_workloads,
-                                   write_cli_trace_set)
+from gdn_bench.fib_compare import (DEFAULT_COUNT, agreement, cli_command, compare, format_agreement,
+                                   format_comparison, pick_workloads, write_cli_trace_set)
 from gdn_bench.paths import checkout_of
 from gdn_bench.results import Results
 
@@ -51,6 +54,8 @@ def main(argv=None) -> int:
                                                   "the results.json)")
     parser.add_argument("--runner", choices=("isolated", "persistent"), default="isolated",
                         help="flashinfer-bench's runner (default isolated: --use-isolated-runner)")
+    parser.add_argument("--cli", help="the flashinfer-bench executable to run (default: the one beside this Python, "
+                                      "else the one on PATH)")
     parser.add_argument("--dry-run", action="store_true", help="write the trace set and print the command only")
     add_root_argument(parser, checkout_of(__file__))
     args = parser.parse_args(argv)
@@ -83,7 +88,7 @@ def main(argv=None) -> int:
         parser.error(f"argument results: the run's trace set: {e}")
     solution = spec.algos_by_name[spec.submission].solution()
     write_cli_trace_set(work, source, spec.name, uuids, solution)
-    command = cli_command(flashinfer_bench_cli(), work, spec.name, solution.name, results.meta["harness"],
+    command = cli_command(args.cli or flashinfer_bench_cli(), work, spec.name, solution.name, results.meta["harness"],
                           args.runner == "isolated")
     print(f"trace set for the CLI: {work} ({len(uuids)} workloads of {spec.name}, solution {solution.name})")
     print(" ".join(command))
@@ -92,10 +97,12 @@ def main(argv=None) -> int:
     ran = subprocess.run(command, check=False)
     traces = TraceSet.from_path(str(work)).traces.get(spec.name, [])  # what it saved, even if it stopped early
     entries = compare(results, traces, solution.name, spec)
+    agreed = agreement(entries)
     print(format_comparison(entries))
+    print(format_agreement(agreed))
     (work / COMPARISON).write_text(json.dumps({
         "results": str(args.results), "gpu": results.meta.get("gpu"), "command": command,
-        "cli_exit_status": ran.returncode, "workloads": entries}, indent=2), encoding="utf-8")
+        "cli_exit_status": ran.returncode, "agreement": agreed, "workloads": entries}, indent=2), encoding="utf-8")
     print(f"wrote {work / COMPARISON}")
     passed = len(entries) == len(uuids) and all(e["flashinfer_bench"]["status"] == "PASSED" for e in entries)
     return 0 if ran.returncode == 0 and passed else 1

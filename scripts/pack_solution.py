@@ -3,7 +3,7 @@ then load it back. For a definition that [solution] does not name, config.toml i
 scripts/submit.py would commit it for that definition (gdn_bench.packing.config_text_for),
 so this packs exactly what the evaluator packs from that tag.
 
-    python scripts/pack_solution.py [--definition decode|prefill] [-o solution.json] [--root DIR]
+    python scripts/pack_solution.py [--definition decode|prefill|mtp] [-o solution.json] [--root DIR]
                                     [--config config.toml] [--language triton] [--source-dir DIR]
 
 Paths default to the project checkout's (--root, by default the one holding this script):
@@ -26,7 +26,7 @@ SOLUTION_FILE = "solution.json"
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--definition", type=definition_name, default=DEFAULT,
-                        help=f"decode or prefill, or a full definition name (default {DEFAULT})")
+                        help=f"decode, prefill or mtp, or a full definition name (default {DEFAULT})")
     parser.add_argument("-o", "--output", type=output_file(SOLUTION_FILE),
                         help=f"where to write; a folder (a trailing slash, or one that exists) gets {SOLUTION_FILE} "
                              f"in it (default: <root>/{SOLUTION_FILE})")

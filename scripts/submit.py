@@ -1,6 +1,6 @@
 """Tag the submission of one definition, for the contest's evaluator to check out.
 
-    python scripts/submit.py --definition decode|prefill --tag NAME [--push [--remote origin]]
+    python scripts/submit.py --definition decode|prefill|mtp --tag NAME [--push [--remote origin]]
 
 The tag points at a new commit whose tree is HEAD's with config.toml's [solution] and [build]
 naming that definition and its entry point (gdn_bench/submit.py: git plumbing, no branch
@@ -25,7 +25,7 @@ from gdn_bench.submit import SubmitError, how_to_push, push_tag, tag_submission,
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--definition", type=definition_name, default=DEFAULT,
-                        help=f"decode or prefill, or a full definition name (default {DEFAULT})")
+                        help=f"decode, prefill or mtp, or a full definition name (default {DEFAULT})")
     parser.add_argument("--tag", required=True, help="name of the tag to create")
     parser.add_argument("--push", action="store_true", help="push the tag to --remote")
     parser.add_argument("--remote", default="origin", help="remote for --push (default origin)")

@@ -25,11 +25,14 @@ from gdn_bench.paths import checkout_of
 from gdn_bench.table_tuning import best_rows, plain, sweep, write_table
 
 
-def _sweeps(short: str) -> dict:
+def _sweeps(short: str) -> dict | None:
+    """The definition's tables and how to tune them (None: it has none tune_launch tunes)."""
     if short == "decode":
         from gdn_bench.decode_tuning import SWEEPS
-    else:
+    elif short == "prefill":
         from gdn_bench.prefill_tuning import SWEEPS
+    else:
+        return None
     return SWEEPS
 
 
@@ -65,6 +68,8 @@ def main(argv=None) -> int:
     chosen_project(parser, args)
     spec = resolve(args.definition)
     available = _sweeps(spec.short)
+    if available is None:
+        parser.error(f"argument --definition: tune_launch tunes decode or prefill, not {spec.short}")
     unknown = [t for t in args.table or () if t not in available]
     if unknown:
         parser.error(f"argument --table: {spec.short} has no table {', '.join(unknown)}; it has {', '.join(available)}")
@@ -89,12 +94,13 @@ def main(argv=None) -> int:
         print(f"GPU: {gpu}; {name}: µs (CUPTI, cold L2, median) per probe and setting; * = fastest")
         print(_table_text(records))
         print(f"{name} rows:", json.dumps(plain(rows)))
-        found[name] = {"bounds": list(table.bounds), "records": plain(records), "rows": rows}
+        found[name] = {"bounds": list(table.bounds), "records": plain(records), "rows": rows,
+                       "fields": type(getattr(module, name)[0])._fields}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"gpu": gpu, "definition": spec.name, "tables": plain(found)}, indent=2))
     if args.write:
         for name, result in found.items():
-            write_table(result["rows"], entry, name)
+            write_table(result["rows"], entry, name, result["fields"])
         print(f"rewrote {', '.join(found)} in {entry}")
     return 0
 

@@ -72,11 +72,11 @@ def draw_inputs(batch: int, gen: torch.Generator, device: str, with_state: bool 
 
 
 def interpreter_table(module, monkeypatch) -> None:
-    """On CPU, the decode submission `module` (kernel.py) launches with one row of two 64-row
-    tiles per head (a configuration its tuner also considers) instead of LAUNCH_TABLE's: in
-    Triton's interpreter a call costs about 5 ms per program whatever its tile, and the
-    production table runs 32 programs per (row, head) at small batch, 16 times as many.
-    On a GPU the production table stays."""
+    """On CPU, a submission `module` with a LaunchRow table (kernel.py, mtp.py) launches with
+    one row of two 64-row tiles per head (a configuration decode's tuner also considers)
+    instead of LAUNCH_TABLE's: in Triton's interpreter a call costs about 5 ms per program
+    whatever its tile, and the production table runs 32 programs per (row, head) at small
+    batch, 16 times as many. On a GPU the production table stays."""
     if DEVICE == "cpu":
         monkeypatch.setattr(module, "LAUNCH_TABLE", (module.LaunchRow(max_batch=None, block_v=64, warps=1),))
 

@@ -13,7 +13,8 @@ from gdn_bench.algos import load_module
 from gdn_bench.checking import workload_inputs
 from gdn_bench.dataset import load_trace_set
 from gdn_bench.definitions import DEFINITIONS
-from gdn_bench.fib_compare import cli_command, compare, format_comparison, pick_workloads, write_cli_trace_set
+from gdn_bench.fib_compare import (agreement, cli_command, compare, format_agreement, format_comparison,
+                                   pick_workloads, write_cli_trace_set)
 from gdn_bench.paths import EMBEDDED_PATH
 from gdn_bench.results import Results, Row
 from helpers import ROOT
@@ -65,6 +66,21 @@ def test_the_trace_set_written_for_the_cli(run, tmp_path):
         write_cli_trace_set(tmp_path / "cli", source, SPEC.name, uuids, solution)
 
 
+def test_decode_runs_with_flashinfer_benchs_default_counts():
+    """Decode's contest counts, which the CLI gets as flags, are flashinfer-bench's defaults as
+    numbers: main's BenchmarkConfig leaves them None (to inherit ResolvedEvalConfig's)."""
+    from flashinfer_bench import BenchmarkConfig
+
+    config = BenchmarkConfig()
+    defaults = (config.warmup_runs, config.iterations, config.num_trials)
+    if None in defaults:  # flashinfer-bench main
+        from flashinfer_bench.bench.config import ResolvedEvalConfig
+
+        resolved = ResolvedEvalConfig()
+        defaults = (resolved.warmup_runs, resolved.iterations, resolved.num_trials)
+    assert (SPEC.harness.warmup, SPEC.harness.iterations, SPEC.harness.trials) == defaults
+
+
 def test_the_cli_command(tmp_path):
     harness = {"warmup": 1, "iterations": 5, "trials": 3}
     command = cli_command("flashinfer-bench", tmp_path, "gdn_x", "sol", harness, isolated=True)
@@ -95,11 +111,22 @@ def test_both_speedups_side_by_side(run):
     assert first["flashinfer_bench"] == {"status": "PASSED", "reference_us": pytest.approx(100.0),
                                          "latency_us": pytest.approx(9.0), "speedup": pytest.approx(100 / 9)}
     assert first["cli_over_run_local"] == pytest.approx(2.25 / 9)  # the same reference: ours timed 4x longer
+    assert (first["reference_cli_over_run_local"], first["ours_cli_over_run_local"]) == \
+        (pytest.approx(1.0), pytest.approx(9 / 2.25))
     assert second["flashinfer_bench"]["speedup"] is None and second["cli_over_run_local"] is None
+    assert second["reference_cli_over_run_local"] is None and second["ours_cli_over_run_local"] is None
     table = format_comparison([first, second]).splitlines()
-    assert "CLI/run_local" in table[0] and table[2].split() == ["B=1", "100.0", "2.25", "44.4", "100.0", "9.00",
-                                                                "11.1", "PASSED", "0.250"]
-    assert table[3].split()[-2:] == ["RUNTIME_", "-"]
+    assert "CLI/run_local: ref" in table[0] and table[2].split() == [
+        "B=1", "100.0", "2.25", "44.4", "100.0", "9.00", "11.1", "PASSED", "1.000", "4.000", "0.250"]
+    assert table[3].split()[-4:] == ["RUNTIME_", "-", "-", "-"]
+
+
+def test_how_many_reference_times_agree():
+    entries = [{"reference_cli_over_run_local": r} for r in (1.0, 1.09, 0.91, 1.2, 0.85, None)]
+    summary = agreement(entries)
+    assert summary == {"tolerance": 0.10, "compared": 5, "within": 3, "worst": 1.2}
+    assert format_agreement(summary) == "reference time, CLI / run_local: 3 of 5 workloads within 10% (farthest: 1.200)"
+    assert agreement([])["worst"] is None and "farthest" not in format_agreement(agreement([]))
 
 
 def _write(run, path):
@@ -115,6 +142,9 @@ def test_dry_run_writes_the_trace_set_and_prints_the_command(run, tmp_path, caps
                      f"{SPEC.algos_by_name[SPEC.submission].solution().name})"
     assert out[1].split()[1:4] == ["run", "--local", str(tmp_path / "fib_cli")] and "--use-isolated-runner" in out[1]
     assert (tmp_path / "fib_cli" / "solutions").is_dir()
+    assert compare_fib_cli.main([str(results), "--dry-run", "--cli", "/opt/fib-main", "--work",
+                                 str(tmp_path / "other")]) == 0
+    assert capsys.readouterr().out.splitlines()[1].split()[:2] == ["/opt/fib-main", "run"]  # the executable named
 
 
 @pytest.mark.parametrize("change, says", [

@@ -21,6 +21,7 @@ from helpers import KERNEL_PATH, ROOT
 
 PREFILL_PATH = KERNEL_PATH.parent / "prefill.py"
 tune_launch = load_module(ROOT / "scripts" / "tune_launch.py", "tune_launch_script")
+LAUNCH_FIELDS = load_solution_file(KERNEL_PATH, "gdn_tuning_fields").LaunchRow._fields
 
 
 def _row(max_batch, block_v, warps):
@@ -133,7 +134,7 @@ def test_write_table_round_trip(tmp_path):
     path = _kernel_copy(tmp_path)
     original = KERNEL_PATH.read_text()
     table = [_row(8, 4, 1), _row(None, 32, 2)]
-    write_table(table, path, "LAUNCH_TABLE")
+    write_table(table, path, "LAUNCH_TABLE", LAUNCH_FIELDS)
     text = path.read_text()
     assert ("LAUNCH_TABLE = (\n    LaunchRow(max_batch=8, block_v=4, warps=1),\n"
             "    LaunchRow(max_batch=None, block_v=32, warps=2),\n)\n") in text
@@ -147,9 +148,9 @@ def test_write_table_round_trip(tmp_path):
 
 def test_write_table_writes_namedtuple_settings_by_their_class(tmp_path):
     path = tmp_path / "tables.py"
-    path.write_text("class _Row(NamedTuple):\n    max_size: int | None\n    launch: object\n\n\n"
-                    "TABLE = (\n    _Row(max_size=None, launch=_Launch(block_v=16, warps=1)),\n)\n")
-    write_table([{"launch": _Launch(32, 2), "max_size": 4}, {"max_size": None, "launch": _Launch(64, 4)}], path, "TABLE")
+    path.write_text("TABLE = (\n    _Row(max_size=None, launch=_Launch(block_v=16, warps=1)),\n)\n")
+    write_table([{"launch": _Launch(32, 2), "max_size": 4}, {"max_size": None, "launch": _Launch(64, 4)}], path, "TABLE",
+                _Row._fields)
     assert path.read_text().endswith("TABLE = (\n    _Row(max_size=4, launch=_Launch(block_v=32, warps=2)),\n"
                                      "    _Row(max_size=None, launch=_Launch(block_v=64, warps=4)),\n)\n")
 
@@ -161,7 +162,7 @@ def test_write_table_writes_namedtuple_settings_by_their_class(tmp_path):
 def test_write_table_refuses_rows_that_are_not_its_rows(tmp_path, table, error):
     path = _kernel_copy(tmp_path)
     with pytest.raises(ValueError, match=error):
-        write_table(table, path, "LAUNCH_TABLE")
+        write_table(table, path, "LAUNCH_TABLE", LAUNCH_FIELDS)
     assert path.read_text() == KERNEL_PATH.read_text()
 
 
@@ -171,13 +172,14 @@ def test_write_table_refuses_a_positional_table(tmp_path):
     start = text.index("LAUNCH_TABLE = (")
     path.write_text(text[:start] + "LAUNCH_TABLE = (\n    (16, 4, 1),\n)\n" + text[text.index("\n)\n", start) + 3:])
     with pytest.raises(ValueError, match=r"is not Row\(name=value, ...\)"):
-        write_table([_row(None, 16, 1)], path, "LAUNCH_TABLE")
+        write_table([_row(None, 16, 1)], path, "LAUNCH_TABLE", LAUNCH_FIELDS)
 
 
 @pytest.mark.parametrize("argv, error", [
     (["--definition", "prefill", "--table", "LAUNCH_TABLE"], "argument --table: prefill has no table LAUNCH_TABLE; "
                                                              "it has PASS_TABLE, WALK_TABLE"),
     (["--seq-lens", "6"], "argument --seq-lens: not a flag of decode; its sizes are --batch-sizes"),
+    (["--definition", "mtp"], "argument --definition: tune_launch tunes decode or prefill, not mtp"),
 ])
 def test_tune_launch_refuses_what_the_definition_has_not(argv, error, capsys):
     with pytest.raises(SystemExit) as e:

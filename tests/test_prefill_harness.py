@@ -56,7 +56,7 @@ def test_bad_flags_one_message_exit_2(argv, message, capsys):
 
 @pytest.mark.parametrize("argv, message", [
     (["--definition", "prefill", "--batch-sizes", "1"],
-     "--batch-sizes applies to --definition decode; prefill selects by --seq-lens"),
+     "--batch-sizes applies to --definition decode or mtp; prefill selects by --seq-lens"),
     (["--seq-lens", "6"], "--seq-lens applies to --definition prefill; decode selects by --batch-sizes"),
     (["--definition", "prefill", "--algo", "fla-recurrent"],
      "--algo: unknown prefill algorithm fla-recurrent; fla-recurrent is a decode algorithm: add --definition "

@@ -123,7 +123,7 @@ def test_an_unknown_definition_names_both_among_the_valid_ones(capsys):
     with pytest.raises(SystemExit):
         cli.build_parser(ROOT).parse_args(["--definition", "track"])
     assert "unknown definition 'track'; valid: decode (gdn_decode_qk4_v8_d128_k_last), prefill " \
-           "(gdn_prefill_qk4_v8_d128_k_last), or both" in capsys.readouterr().err
+           "(gdn_prefill_qk4_v8_d128_k_last), mtp (gdn_mtp_qk4_v8_d128_k_last), or both" in capsys.readouterr().err
 
 
 def _main(argv, capsys):

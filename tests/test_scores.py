@@ -10,14 +10,18 @@ import pytest
 from gdn_bench.cli import TRACK_FILE, report_track
 from gdn_bench.definitions import DEFINITIONS
 from gdn_bench.report import format_table
-from gdn_bench.results import Results, Row, contest_score, fi_ratio, merge, summarize, track_score
+from gdn_bench.results import OLD_TIMER, Results, Row, contest_score, fi_ratio, merge, summarize, track_score
 from helpers import ROOT
 
 STORED = ROOT / "docs" / "data" / "prefill" / "h100_rounded" / "run_local_prefill.json"  # written before scores
 
 
-def _ref(us, source="cached"):
-    return {"us": us, "source": source, "key": "k"}
+EVALUATORS = "flashinfer-bench time_runnable, the contest evaluator's timer"
+KITS = "the kit's torch.profiler timer, NOT the evaluator's (cupti-python does not import)"
+
+
+def _ref(us, source="cached", timer=EVALUATORS):
+    return {"us": us, "source": source, "key": "k", "timer": timer, "evaluators": timer == EVALUATORS}
 
 
 def _decode(reference=None):
@@ -61,7 +65,7 @@ def test_each_group_has_its_share_of_the_score():
     assert summary.algos["fla-recurrent"] == {"passed": 2, "total": 3, "contest_score": pytest.approx(75.0),
                                               "scored": 2, "fi_ratio": pytest.approx(1.25), "fi_compared": 2}
     assert summary.reference == {"workloads": 3, "cached": 3, "measured": 0, "failed": 0,
-                                 "samples": {"min": None, "max": None, "unknown": 3}}  # _ref keeps no count
+                                 "timers": {EVALUATORS: 3}, "evaluators": 3}
     theirs = [line.score_share for line in summary.lines if line.algo == "fi-baseline"]
     assert sum(theirs) == pytest.approx(1.0)
 
@@ -96,28 +100,32 @@ def test_the_report_words_both_scores():
     results.meta |= {"check": {"atol": 0.01, "rtol": 0.01}, "reference": {"mode": "cached", "file": "/c.json"}}
     text = _lines(results)
     assert "contest score of fla-recurrent: 75.00 (mean over 2 of its 3 workloads of the definition reference's " \
-           "kernel time / ours)" in text
+           "time / ours)" in text
     assert "FI ratio of fla-recurrent: 1.250 (mean over 2 workloads of fi-baseline's kernel time / ours; a peer " \
            "ratio, not the contest's score)" in text
-    assert "reference: the definition's own, timed as kernel (3 from a cache that did not keep the count): " \
-           "of 3 workloads, 3 cached; cache: /c.json" in _flat(text)
+    assert f"reference: the definition's own: of 3 workloads, 3 cached; cache: /c.json timed by {EVALUATORS} " \
+           "score: as flashinfer-bench main's evaluator (the contest's) computes it" in _flat(text)
     header = next(line for line in text.splitlines() if line.split()[:2] == ["B", "algorithm"])
     assert header.split()[-8:] == ["ref", "µs", "speedup", "share", "vs", "pt-ref", "vs", "FI"]
     row = next(line for line in text.splitlines() if line.lstrip().startswith("1 fla-recurrent"))
     assert "100.0×" in row and "66.7%" in row
 
 
-def test_the_report_says_how_many_calls_each_reference_time_is_the_median_of():
-    results = _decode(reference={"w1": {**_ref(200.0, "measured"), "samples": 100},
-                                 "w2": {**_ref(1000.0, "measured"), "samples": 3}, "w3": _ref(1000.0)})
+def test_the_report_says_which_timer_timed_the_reference_and_what_the_score_matches():
+    """Every time by the evaluator's own timer: the score is the evaluator's. Any by another
+    (the kit's fallback, or a results.json from before issue 27): the report says how many, and
+    that the score is not the contest's."""
+    results = _decode(reference={"w1": _ref(200.0, "measured", KITS), "w2": _ref(1000.0, "measured"),
+                                 "w3": {"us": 1000.0, "source": "cached", "key": "k"}})
     results.meta |= {"check": {"atol": 0.01, "rtol": 0.01}, "reference": {"mode": "cached", "file": "/c.json"}}
     summary = summarize(results, DEFINITIONS["decode"])
-    assert summary.reference["samples"] == {"min": 3, "max": 100, "unknown": 1}
-    assert "timed as kernel (each the median of 3–100 calls, fewer where one call is slow; 1 from a cache that " \
-           "did not keep the count): of 3 workloads, 1 cached, 2 measured now" in _flat(_lines(results))
-    for entry in results.reference.values():
-        entry["samples"] = 5
-    assert "timed as kernel (each the median of 5 calls): of 3 workloads" in _flat(_lines(results))
+    assert summary.reference["timers"] == {KITS: 1, EVALUATORS: 1, OLD_TIMER: 1}
+    assert summary.reference["evaluators"] == 1
+    text = _flat(_lines(results))
+    assert f"of 3 workloads, 1 cached, 2 measured now; cache: /c.json timed by {KITS} (1 of them) timed by " \
+           f"{EVALUATORS} (1 of them) timed by {OLD_TIMER} (1 of them) score: NOT the contest's: 2 of the 3 " \
+           "reference times are not the evaluator's timer's (above)" in text
+    assert "as flashinfer-bench main's evaluator" not in text
 
 
 def test_no_reference_times_say_not_measured():
@@ -146,7 +154,7 @@ def test_a_stored_run_keeps_its_number_as_the_fi_ratio(stored):
     text = _lines(results)
     assert f"FI ratio of triton-chunked: {old_score:.3f} (mean over 97 workloads" in text
     assert "contest score of triton-chunked: not measured" in text
-    assert "timed as kernel: of 100 workloads, 100 not measured harness" in _flat(text)  # from before: no cache
+    assert "the definition's own: of 100 workloads, 100 not measured harness" in _flat(text)  # from before: no cache
 
 
 def test_on_stored_times_the_long_workloads_carry_the_contest_score(stored):

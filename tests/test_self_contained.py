@@ -10,15 +10,16 @@ import textwrap
 import pytest
 
 from gdn_bench.definitions.decode.definition import DECODE
+from gdn_bench.definitions.mtp.definition import MTP
 from gdn_bench.definitions.prefill.definition import PREFILL
 from helpers import ALLOWED_THIRD_PARTY, DEVICE, KERNEL_PATH, ROOT, imported_roots
 
 SUBMISSION_FILES = sorted(KERNEL_PATH.parent.glob("*.py"))
 # (definition, algorithm) of every Triton solution the kit packs from solution/triton/, and
-# whether a call runs here: prefill's cost seconds each in Triton's interpreter (its calls
-# are test_prefill_kernel's), so on CPU it is imported only.
+# whether a call runs here: mtp's costs seconds in Triton's interpreter (its own tests make
+# such calls), so on CPU it is imported only.
 PACKED = {"decode": (DECODE, DECODE.submission, True), "fla-tma": (DECODE, "fla-tma", True),
-          "prefill": (PREFILL, PREFILL.submission, DEVICE == "cuda")}
+          "prefill": (PREFILL, PREFILL.submission, True), "mtp": (MTP, MTP.submission, DEVICE == "cuda")}
 BLOCKED = {"flashinfer", "flashinfer_bench", "fla", "gdn_bench"}
 # One call of either definition's entry point on small random inputs, checked for finite outputs.
 CALLS = {
@@ -43,12 +44,24 @@ CALLS = {
         gates = [torch.randn(8, device=dev), torch.randn(T, 8, device=dev).bfloat16()]
         entry(q, k, v, state, *gates, *gates, cu, None, out, ns)
         """,
+    "mtp": """
+        B, T, P = 2, 3, 4
+        q, k = (torch.nn.functional.normalize(torch.randn(B, T, 4, 128, device=dev), dim=-1).bfloat16() for _ in range(2))
+        v = torch.randn(B, T, 8, 128, device=dev).bfloat16()
+        out = torch.empty(B, T, 8, 128, device=dev, dtype=torch.bfloat16)
+        pool = torch.randn(P, 8, 128, 128, device=dev)
+        ns = torch.empty(P, T, 8, 128, 128, device=dev)
+        final = torch.empty(P, 8, 128, 128, device=dev)
+        gates = [torch.randn(8, device=dev), torch.randn(B, T, 8, device=dev).bfloat16()]
+        entry(q, k, v, pool, torch.tensor([1, 3], device=dev, dtype=torch.int32), *gates, *gates, None, ns, out, final)
+        ns = ns[[1, 3]]
+        """,
 }
 
 
 @pytest.mark.parametrize("path", SUBMISSION_FILES, ids=lambda p: p.name)
 def test_ast_imports_only_torch_triton_stdlib(path):
-    """Every Python file the evaluator packs from solution/triton/ (both definitions' tags hold
+    """Every Python file the evaluator packs from solution/triton/ (every definition's tag holds
     all of them); a relative import names a file beside it (helpers.imported_roots)."""
     roots = set(imported_roots(path))
     outside = {r for r in roots if r not in ALLOWED_THIRD_PARTY and r not in sys.stdlib_module_names}

@@ -23,22 +23,13 @@ file) are imported: the official evaluator has nothing else.
 
 import functools
 import operator
-from typing import NamedTuple
 
 import torch
 import triton
 import triton.language as tl
 
-from .shared import HEAD_SIZE, NUM_Q_HEADS, NUM_V_HEADS, Launcher, expect_all, scale_value, softplus
-
-
-class LaunchRow(NamedTuple):
-    """One row of LAUNCH_TABLE: batch sizes up to max_batch (None: any larger one, the last
-    row) run with block_v state rows per program and `warps` warps per program."""
-    max_batch: int | None
-    block_v: int
-    warps: int
-
+from .shared import (HEAD_SIZE, NUM_Q_HEADS, NUM_V_HEADS, Launcher, LaunchRow, delta_rule_step, expect, expect_all,
+                     expect_indices, expect_pool, launch_config, scale_value, softplus)
 
 # Launch configuration per batch size, rows in increasing max_batch. Rewritten by
 # scripts/tune_launch.py --write from a sweep on a GPU.
@@ -48,11 +39,11 @@ LAUNCH_TABLE = (
 )
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["pool_size"])
 def _gdn_decode_kernel(
     q_ptr, k_ptr, v_ptr, state_ptr, A_log_ptr, a_ptr, dt_bias_ptr, b_ptr,
-    out_ptr, new_state_ptr, scale,
-    HAS_STATE: tl.constexpr, HQ: tl.constexpr, HV: tl.constexpr,
+    out_ptr, new_state_ptr, read_index_ptr, write_index_ptr, scale, pool_size,
+    HAS_STATE: tl.constexpr, POOLED: tl.constexpr, HQ: tl.constexpr, HV: tl.constexpr,
     D: tl.constexpr, BV: tl.constexpr,
 ):
     tile = tl.program_id(0)          # which BV-row tile of the V dimension
@@ -72,19 +63,33 @@ def _gdn_decode_kernel(
     g = tl.exp(-tl.exp(tl.load(A_log_ptr + head)) * softplus(x))
     beta = 1.0 / (1.0 + tl.exp(-tl.load(b_ptr + bh).to(tl.float32)))
 
-    s_offs = bh.to(tl.int64) * (D * D) + offs_v[:, None] * D + offs_k[None, :]
-    if HAS_STATE:
-        s = tl.load(state_ptr + s_offs)
-        s_k = tl.sum(s * k[None, :], axis=1)
-        s_q = tl.sum(s * q[None, :], axis=1)
-        delta = beta * (v - g * s_k)
-        out = scale * (g * s_q + tl.sum(q * k, axis=0) * delta)
-        s_new = g * s + delta[:, None] * k[None, :]
+    if POOLED:  # state_ptr and new_state_ptr are the pool [pool_size, HV, D, D]: see pooled_decode
+        read = tl.load(read_index_ptr + batch).to(tl.int64)
+        write = tl.load(write_index_ptr + batch).to(tl.int64)
+        padding = read < 0
+        reads = (read >= 0) & (read < pool_size) & (write < pool_size)  # a slot past the pool: NaN out
+        writes = reads & (write >= 0)
+        tile_offs = offs_v[:, None] * D + offs_k[None, :]
+        # Whole-tile masks, as comparisons of the row offsets (Triton's interpreter cannot broadcast
+        # a scalar mask), constant along K so that loads and stores stay vectorized.
+        read_mask = offs_v[:, None] < tl.where(reads, D, 0)
+        write_mask = offs_v[:, None] < tl.where(writes, D, 0)
+        s = tl.load(state_ptr + (tl.where(reads, read, 0) * HV + head) * (D * D) + tile_offs, mask=read_mask,
+                    other=0.0)
+        out, s_new = delta_rule_step(s, q, k, v, g, beta, scale)
+        tl.store(new_state_ptr + (tl.where(writes, write, 0) * HV + head) * (D * D) + tile_offs, s_new,
+                 mask=write_mask)
+        out = tl.where(reads, out, tl.where(padding, 0.0, float("nan")))
     else:
-        delta = beta * v
-        out = scale * tl.sum(q * k, axis=0) * delta
-        s_new = delta[:, None] * k[None, :]
-    tl.store(new_state_ptr + s_offs, s_new)
+        s_offs = bh.to(tl.int64) * (D * D) + offs_v[:, None] * D + offs_k[None, :]
+        if HAS_STATE:
+            s = tl.load(state_ptr + s_offs)
+            out, s_new = delta_rule_step(s, q, k, v, g, beta, scale)
+        else:
+            delta = beta * v
+            out = scale * tl.sum(q * k, axis=0) * delta
+            s_new = delta[:, None] * k[None, :]
+        tl.store(new_state_ptr + s_offs, s_new)
     tl.store(out_ptr + bh * D + offs_v, out.to(out_ptr.dtype.element_ty))
 
 
@@ -100,14 +105,6 @@ _STATE = ARG_NAMES.index("state")
 _launcher = Launcher(_gdn_decode_kernel)
 
 
-def _launch_config(batch, launch_table):
-    """(BV, num_warps) for this batch size from a launch table like LAUNCH_TABLE."""
-    for row in launch_table:
-        if row.max_batch is None or batch <= row.max_batch:
-            return row.block_v, row.warps
-    raise AssertionError("LAUNCH_TABLE must end with an unbounded row (max_batch=None)")
-
-
 def expected_arguments(batch):
     """(shape, dtype) of each argument in ARG_NAMES order at batch size `batch`."""
     bf16, f32 = torch.bfloat16, torch.float32
@@ -118,17 +115,21 @@ def expected_arguments(batch):
     return tuple((torch.Size(shape), dtype) for shape, dtype in specs)
 
 
+def _constexprs(has_state, pooled, block_v):
+    """The kernel's constexpr arguments as (name, value) pairs."""
+    return (("HAS_STATE", has_state), ("POOLED", pooled), ("HQ", NUM_Q_HEADS), ("HV", NUM_V_HEADS), ("D", HEAD_SIZE),
+            ("BV", block_v))
+
+
 @functools.lru_cache(maxsize=256)
 def _plan(batch, has_state, launch_table):
     """Everything a call at this batch size needs besides the tensors: the expected
     (shape, dtype) per argument in ARG_NAMES order, the grid, the constexpr arguments as
     (name, value) pairs and the warps. `launch_table` is part of the cache key so that a new
     LAUNCH_TABLE applies."""
-    block_v, num_warps = _launch_config(batch, launch_table)
+    block_v, num_warps = launch_config(batch, launch_table)
     grid = (HEAD_SIZE // block_v, batch * NUM_V_HEADS, 1)
-    constexprs = (("HAS_STATE", has_state), ("HQ", NUM_Q_HEADS), ("HV", NUM_V_HEADS), ("D", HEAD_SIZE),
-                  ("BV", block_v))
-    return expected_arguments(batch), grid, constexprs, num_warps
+    return expected_arguments(batch), grid, _constexprs(has_state, False, block_v), num_warps
 
 
 def _pointers(tensors, expected, device):
@@ -171,4 +172,51 @@ def kernel(q, k, v, state, A_log, a, dt_bias, b, scale, output, new_state):
     if state is None:  # the kernel reads nothing through this pointer when HAS_STATE is false
         tensors = tensors[:_STATE] + (new_state,) + tensors[_STATE + 1:]
     aligned = not functools.reduce(operator.or_, ptrs) & 15
-    _launcher.launch(grid, (*tensors, scale), constexprs, num_warps, q.get_device(), ((*ptrs, scale), aligned))
+    _launcher.launch(grid, (*tensors, None, None, scale, None), constexprs, num_warps, device.index,
+                     ((*ptrs, None, None, scale, None), aligned))
+
+
+def pooled_decode(q, k, v, state_pool, read_indices, A_log, a, dt_bias, b, scale, output, write_indices=None):
+    """One decode step over a state pool, as a serving engine calls it: batch row i starts from
+    S = state_pool[read_indices[i]] and its new state goes to state_pool[write_indices[i]]
+    (write_indices None: read_indices, an update in place). Writes `output` [B,1,8,128] bf16;
+    the other arguments are kernel()'s, the pool [P,8,128,128] f32 and the indices [B] int32 or
+    int64 (both the same dtype).
+
+    Index conventions: a negative read index marks a padding row: its output is zeroed and no
+    slot is read or written. A negative write index alone keeps the row's output and writes no
+    state. An index >= P cannot be raised without waiting on the device: that row's output is
+    NaN and no slot is touched. A slot is written only by the program that read the same tile
+    first, so rows may update in place; but rows must not share a write slot, nor write a slot
+    another row reads (the order of rows is not defined).
+
+    The same kernel as kernel() (POOLED adds the index loads and masks). Launches exactly one
+    kernel, never synchronizes with the device and allocates nothing, so a CUDA graph can
+    capture it (with scale a number: a tensor scale is read on the host). Raises ValueError
+    naming the first bad argument.
+    """
+    if not isinstance(q, torch.Tensor) or q.dim() != 4:
+        got = f"shape {list(q.shape)}" if isinstance(q, torch.Tensor) else type(q).__name__
+        raise ValueError(f"q: expected a [B, 1, {NUM_Q_HEADS}, {HEAD_SIZE}] tensor, got {got}")
+    batch, device = q.shape[0], q.device
+    expected = expected_arguments(batch)
+    for name, t, index in (("q", q, 0), ("k", k, 1), ("v", v, 2)):
+        expect(name, t, *expected[index], device)
+    pool_size = expect_pool("state_pool", state_pool, device)
+    index_dtype = expect_indices("read_indices", read_indices, batch, device)
+    for name, t, index in (("A_log", A_log, 4), ("a", a, 5), ("dt_bias", dt_bias, 6), ("b", b, 7),
+                           ("output", output, 8)):
+        expect(name, t, *expected[index], device)
+    if write_indices is None:
+        write_indices = read_indices
+    expect("write_indices", write_indices, torch.Size((batch,)), index_dtype, device)
+    scale = scale_value(scale)
+    if batch == 0:
+        return
+    block_v, num_warps = launch_config(batch, LAUNCH_TABLE)
+    grid = (HEAD_SIZE // block_v, batch * NUM_V_HEADS, 1)
+    tensors = (q, k, v, state_pool, A_log, a, dt_bias, b, output, state_pool, read_indices, write_indices)
+    ptrs = tuple(t.data_ptr() for t in tensors)
+    aligned = not functools.reduce(operator.or_, ptrs) & 15
+    _launcher.launch(grid, (*tensors, scale, pool_size), _constexprs(True, True, block_v), num_warps, device.index,
+                     ((*ptrs, scale, pool_size), aligned), specialization=(index_dtype,))

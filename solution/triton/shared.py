@@ -1,5 +1,5 @@
-"""What the Triton submission files share: head sizes, the in-kernel softplus, the argument
-checks, the scale rule and the fast launch path.
+"""What the Triton submission files share: head sizes, the in-kernel softplus and delta-rule
+step, the launch-table row, the argument checks, the scale rule and the fast launch path.
 
 The evaluator packs every top-level file of solution/triton/ into each submission and imports
 the entry file as a module of that package (flashinfer-bench's Python builder: 0.1.2 and
@@ -12,6 +12,7 @@ import math
 import numbers
 import operator
 import os
+from typing import NamedTuple
 
 import torch
 import triton
@@ -25,6 +26,23 @@ HEAD_SIZE = 128
 INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
+class LaunchRow(NamedTuple):
+    """One row of a launch table by batch size (kernel.py's and mtp.py's LAUNCH_TABLE): batch
+    sizes up to max_batch (None: any larger one, the last row) run with block_v state rows per
+    program and `warps` warps per program."""
+    max_batch: int | None
+    block_v: int
+    warps: int
+
+
+def launch_config(batch, launch_table):
+    """(BV, num_warps) for this batch size from a table of LaunchRow."""
+    for row in launch_table:
+        if row.max_batch is None or batch <= row.max_batch:
+            return row.block_v, row.warps
+    raise AssertionError("a launch table must end with an unbounded row (max_batch=None)")
+
+
 @triton.jit
 def softplus(x):
     """softplus(x) = max(x, 0) + log1p(exp(-|x|)), exact for large |x| (no overflow)."""
@@ -36,6 +54,18 @@ def softplus(x):
     # including y so small that u rounds to 1 (then it returns y).
     log1p_y = tl.log(u) - ((u - 1.0) - y)
     return tl.maximum(x, 0.0) + log1p_y
+
+
+@triton.jit
+def delta_rule_step(s, q, k, v, g, beta, scale):
+    """One token on a [BV, D] tile of a state S: returns (out, S') with
+    S' = g * S + outer(delta, k), delta = beta * (v - g * (S @ k)) and
+    out = scale * (S' @ q) = scale * (g * (S @ q) + (k . q) * delta), from one pass over S."""
+    s_k = tl.sum(s * k[None, :], axis=1)
+    s_q = tl.sum(s * q[None, :], axis=1)
+    delta = beta * (v - g * s_k)
+    out = scale * (g * s_q + tl.sum(q * k, axis=0) * delta)
+    return out, g * s + delta[:, None] * k[None, :]
 
 
 def expect(name, t, shape, dtype, device):
@@ -59,6 +89,26 @@ def expect_all(names, tensors, expected, device):
     for name, t, (shape, dtype) in zip(names, tensors, expected):
         if not (t is None and name == "state"):
             expect(name, t, shape, dtype, device)
+
+
+def expect_pool(name, pool, device):
+    """The pool size P of `pool` if it is a contiguous [P, 8, 128, 128] float32 tensor on `device`
+    (K-last states, as serving engines keep them); else ValueError naming it."""
+    if not isinstance(pool, torch.Tensor) or pool.dim() != 4:
+        got = f"shape {list(pool.shape)}" if isinstance(pool, torch.Tensor) else type(pool).__name__
+        raise ValueError(f"{name}: expected a [pool_size, {NUM_V_HEADS}, {HEAD_SIZE}, {HEAD_SIZE}] tensor, got {got}")
+    expect(name, pool, torch.Size((pool.shape[0], NUM_V_HEADS, HEAD_SIZE, HEAD_SIZE)), torch.float32, device)
+    return pool.shape[0]
+
+
+def expect_indices(name, indices, batch, device):
+    """The dtype of `indices` if it is a contiguous [batch] int32 or int64 tensor on `device`;
+    else ValueError naming it."""
+    dtype = getattr(indices, "dtype", None)
+    if isinstance(indices, torch.Tensor) and dtype not in (torch.int32, torch.int64):
+        raise ValueError(f"{name}: expected dtype torch.int32 or torch.int64, got {dtype}")
+    expect(name, indices, torch.Size((batch,)), dtype, device)
+    return dtype
 
 
 def scale_value(scale):
@@ -123,17 +173,20 @@ class Launcher:
 
     def __init__(self, fn):
         self.fn = fn
-        # (device index, constexprs, warps) -> (CompiledKernel, stream getter, constexpr values),
+        # (device index, constexprs, warps, specialization) -> (CompiledKernel, stream getter,
+        # constexpr values),
         # or False where the launcher does not take the arguments
         self.compiled = {}
 
-    def prepare(self, grid, args, constexprs, num_warps, device_index, lowered_args=None):
+    def prepare(self, grid, args, constexprs, num_warps, device_index, lowered_args=None, specialization=()):
         """The launch of fn[grid](*args, **dict(constexprs), num_warps=num_warps) on device
         `device_index` (grid: three sizes), as a function of no arguments. `constexprs`:
         (name, value) pairs in parameter order (hashable: a caller may keep them).
-        `lowered_args`: what lowered(args) gives, where the caller has it at hand."""
+        `lowered_args`: what lowered(args) gives, where the caller has it at hand.
+        `specialization`: whatever else makes Triton compile the kernel anew (the dtype of a
+        tensor whose dtype varies), part of the cache key with the constexprs and the warps."""
         raw, aligned = lowered_args or lowered(args)
-        key = (device_index, constexprs, num_warps)
+        key = (device_index, constexprs, num_warps, specialization)
         entry = self.compiled.get(key)
         if entry and aligned and not hooks_installed():
             compiled, stream_of, values = entry
@@ -144,20 +197,22 @@ class Launcher:
     def prepare_by_name(self, grid, args, constexprs, num_warps, device_index):
         """prepare(...) with the arguments given by parameter name: `args` the runtime ones,
         `constexprs` the constexpr ones (dicts: together, every parameter of the kernel once;
-        TypeError otherwise). Ordering them costs a few microseconds: for calls of several
-        launches, prepared before the first goes out."""
+        TypeError otherwise); the tensors' dtypes are its specialization. Ordering them costs a
+        few microseconds: for calls of several launches, prepared before the first goes out."""
         names = [name for name in self.fn.arg_names if name not in constexprs]
         if sorted(names) != sorted(args) or len(names) + len(constexprs) != len(self.fn.arg_names):
             raise TypeError(f"{self.fn.__name__}: arguments {sorted(args)} and {sorted(constexprs)} do not match "
                             f"its parameters {self.fn.arg_names}")
+        ordered = [args[name] for name in names]
         pairs = tuple((name, constexprs[name]) for name in self.fn.arg_names if name in constexprs)
-        return self.prepare(grid, [args[name] for name in names], pairs, num_warps, device_index)
+        dtypes = tuple(a.dtype for a in ordered if isinstance(a, torch.Tensor))
+        return self.prepare(grid, ordered, pairs, num_warps, device_index, specialization=dtypes)
 
-    def launch(self, grid, args, constexprs, num_warps, device_index, lowered_args=None):
+    def launch(self, grid, args, constexprs, num_warps, device_index, lowered_args=None, specialization=()):
         """prepare(...)() with nothing made in between, for a call of one launch (the same
         steps, inline: this is the whole host path of a small call)."""
         raw, aligned = lowered_args or lowered(args)
-        key = (device_index, constexprs, num_warps)
+        key = (device_index, constexprs, num_warps, specialization)
         entry = self.compiled.get(key)
         if entry and aligned and not hooks_installed():
             compiled, stream_of, values = entry

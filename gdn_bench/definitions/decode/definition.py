@@ -150,7 +150,9 @@ DECODE = DefinitionSpec(
     group_of=lambda axes: axes["batch_size"],
     group_label="B",
     group_title="batch size",
-    harness=Harness(warmup=10, iterations=50, trials=3),  # flashinfer-bench's defaults, the contest's for decode
+    # flashinfer-bench's defaults, the contest's for decode: 0.1.2's BenchmarkConfig and main's
+    # ResolvedEvalConfig (main's BenchmarkConfig leaves them None, to inherit).
+    harness=Harness(warmup=10, iterations=50, trials=3),
     default_dataset=lambda gpu: EMBEDDED_PATH,
     planned_workloads=embedded_workloads,
     cpu_subset=cpu_subset,

@@ -1,0 +1,261 @@
+"""Kernel-level benchmark of the serving entry points on a GPU (scripts/bench_serving.py): what
+issue 29's speed targets are measured with.
+
+Pooled decode: solution/triton/kernel.py's pooled_decode against its kernel (the contest's
+dense call) at every batch size: the same step, each row's state read from a random slot of a
+pool of 2B slots and written back in place, against states passed densely (read from one
+tensor, written to another: the same bytes). Target: pooled within 3 % of dense. Beside them,
+FlashInfer's pooled decode (gated_delta_rule_decode_pretranspose with initial_state and
+initial_state_indices, its float32 path) where it runs.
+
+MTP at T = 2, 4, 8 and B = 1, 16, 64 (pool of 2B + 8 slots, distinct random slots):
+solution/triton/mtp.py's pooled_mtp (the state after every token into the buffer, the pool
+not updated); its kernel(), the definition's call (that, plus copying the pool into
+final_state); FlashInfer's gated_delta_rule_mtp as baselines/mtp/fi_baseline calls it; and T
+calls of pooled_decode (the same T steps, one launch each, the pool updated in place, no
+buffer). Targets: pooled_mtp no slower than FlashInfer's, and below T calls of pooled decode.
+
+Each time is taken two ways (gdn_bench.timing): `<name>_us`, the CUPTI span of one call with a
+cold L2 (first kernel start to last kernel end, median: the contest's measure), and
+`<name>_graph_us`, one replay of the call captured in a CUDA graph (warm L2, CUDA events,
+median): what an engine that replays graphs pays. A call that cannot be captured gets
+`<name>_graph_note` instead. Inputs are model-like: unit-norm keys (so that states stay bounded
+through repeated in-place calls), everything else N(0, 1), scale 1/sqrt(128).
+
+`mtp_sweep` times pooled_mtp under every (BV, warps) of SWEEP_BLOCK_V x SWEEP_WARPS, for
+choosing mtp.py's LAUNCH_TABLE (which starts as decode's).
+"""
+
+import torch
+from tqdm import tqdm
+
+from gdn_bench.algos import load_solution_file
+from gdn_bench.definitions.decode.definition import DECODE
+from gdn_bench.definitions.mtp.definition import MTP
+from gdn_bench.definitions.mtp.reference import gdn_mtp
+from gdn_bench.shapes import DEFAULT_SCALE, HEAD_SIZE, NUM_Q_HEADS, NUM_V_HEADS
+from gdn_bench.timing import graph_replay_us, kernel_time_us
+
+DECODE_BATCH_SIZES = (1, 4, 8, 16, 32, 48, 64, 128, 256, 512)
+MTP_BATCH_SIZES = (1, 16, 64)
+DRAFT_LENGTHS = (2, 4, 8)
+POOLED_DECODE_TARGET = 1.03  # pooled / dense
+SWEEP_BLOCK_V = (4, 8, 16, 32)
+SWEEP_WARPS = (1, 2, 4)
+DECODE_COLUMNS = (("B", "batch_size", "d"), ("dense µs", "dense_us", ".2f"), ("pooled µs", "pooled_us", ".2f"),
+                  ("pool/dense", "pooled_vs_dense", ".3f"), ("FI pool µs", "fi_pooled_us", ".2f"),
+                  ("dense graph", "dense_graph_us", ".2f"), ("pool graph", "pooled_graph_us", ".2f"),
+                  ("FI graph", "fi_pooled_graph_us", ".2f"), ("same bits", "same_as_dense", ""))
+MTP_COLUMNS = (("B", "batch_size", "d"), ("T", "seq_len", "d"), ("ours µs", "ours_us", ".2f"),
+               ("contest µs", "contest_us", ".2f"), ("FI µs", "fi_us", ".2f"), ("T×dec µs", "decode_steps_us", ".2f"),
+               ("FI/ours", "fi_vs_ours", ".2f"), ("ours/T×dec", "ours_vs_decode_steps", ".2f"),
+               ("ours graph", "ours_graph_us", ".2f"), ("FI graph", "fi_graph_us", ".2f"),
+               ("T×dec graph", "decode_steps_graph_us", ".2f"), ("out err", "out_rel_err", ".1e"),
+               ("FI err", "fi_out_rel_err", ".1e"))
+
+
+def load_submissions():
+    """(kernel.py, mtp.py) of the project checkout, as modules."""
+    return (load_solution_file(DECODE.submission_entry(), "gdn_decode_submission"),
+            load_solution_file(MTP.submission_entry(), "gdn_mtp_submission"))
+
+
+def flashinfer_gdn():
+    """FlashInfer's gdn_decode module, or None where it cannot be imported."""
+    try:
+        from flashinfer import gdn_decode
+    except Exception:  # noqa: BLE001 - missing, or installed without its CUDA libraries
+        return None
+    return gdn_decode
+
+
+def serving_inputs(batch: int, steps: int, pool_size: int, seed: int, device: str = "cuda") -> dict:
+    """One call's inputs: q, k, v, a, b for `steps` tokens per row (unit-norm keys), A_log,
+    dt_bias, a pool [P, 8, 128, 128] f32 and `slots`, distinct random slots [B] int32."""
+    gen = torch.Generator(device=device).manual_seed(seed)
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=gen, device=device)
+
+    k = randn(batch, steps, NUM_Q_HEADS, HEAD_SIZE)
+    return dict(
+        q=randn(batch, steps, NUM_Q_HEADS, HEAD_SIZE).bfloat16(), k=(k / k.norm(dim=-1, keepdim=True)).bfloat16(),
+        v=randn(batch, steps, NUM_V_HEADS, HEAD_SIZE).bfloat16(), A_log=randn(NUM_V_HEADS),
+        a=randn(batch, steps, NUM_V_HEADS).bfloat16(), dt_bias=randn(NUM_V_HEADS),
+        b=randn(batch, steps, NUM_V_HEADS).bfloat16(), pool=randn(pool_size, NUM_V_HEADS, HEAD_SIZE, HEAD_SIZE),
+        slots=torch.randperm(pool_size, generator=gen, device=device)[:batch].to(torch.int32),
+    )
+
+
+def timed(row: dict, name: str, fn) -> None:
+    """row[name_us] (CUPTI span, cold L2) and row[name_graph_us] (CUDA-graph replay), or
+    row[name_graph_note] saying why the call could not be captured."""
+    row[f"{name}_us"] = kernel_time_us(fn)
+    try:
+        row[f"{name}_graph_us"] = graph_replay_us(fn)
+    except Exception as e:  # noqa: BLE001 - any capture failure is reported, not fatal
+        row[f"{name}_graph_note"] = f"not capturable ({type(e).__name__}: {e})".splitlines()[0]
+
+
+def _gates(x: dict, step: slice) -> list:
+    """q, k, v, A_log, a, dt_bias, b of tokens `step`, contiguous, in call order (the pool and
+    indices go between v and A_log)."""
+    return [x[n][:, step].contiguous() if n not in ("A_log", "dt_bias") else x[n]
+            for n in ("q", "k", "v", "A_log", "a", "dt_bias", "b")]
+
+
+def pooled_decode_row(dec, fi, batch: int) -> dict:
+    """One batch size: dense and pooled decode (and FlashInfer's pooled decode), µs."""
+    x = serving_inputs(batch, 1, 2 * batch, seed=batch)
+    q, k, v, A_log, a, dt_bias, b = _gates(x, slice(0, 1))
+    pool, slots = x["pool"], x["slots"]
+    state = pool[slots.long()].clone()
+    new_state, out = torch.empty_like(state), torch.empty_like(v)
+    dense_out, pooled_out = torch.empty_like(v), torch.empty_like(v)
+    check_pool = pool.clone()
+    dec.kernel(q, k, v, state, A_log, a, dt_bias, b, DEFAULT_SCALE, dense_out, new_state)
+    dec.pooled_decode(q, k, v, check_pool, slots, A_log, a, dt_bias, b, DEFAULT_SCALE, pooled_out)
+    row = {"batch_size": batch, "same_as_dense": bool(torch.equal(dense_out, pooled_out)
+                                                      and torch.equal(new_state, check_pool[slots.long()]))}
+    timed(row, "dense", lambda: dec.kernel(q, k, v, state, A_log, a, dt_bias, b, DEFAULT_SCALE, out, new_state))
+    timed(row, "pooled", lambda: dec.pooled_decode(q, k, v, pool, slots, A_log, a, dt_bias, b, DEFAULT_SCALE, out))
+    row["pooled_vs_dense"] = row["pooled_us"] / row["dense_us"]
+    if fi is not None:
+        fi_pool = pool.clone()
+
+        def fi_pooled():
+            fi.gated_delta_rule_decode_pretranspose(
+                q=q, k=k, v=v, state=None, A_log=A_log, a=a, dt_bias=dt_bias, b=b, scale=DEFAULT_SCALE, output=out,
+                use_qk_l2norm=False, initial_state=fi_pool, initial_state_indices=slots)
+
+        _baseline(row, "fi_pooled", fi_pooled)
+    return row
+
+
+def _baseline(row: dict, name: str, fn) -> None:
+    """timed(), or row[name_note] with the reason when the baseline fails to run."""
+    try:
+        fn()
+        torch.cuda.synchronize()
+    except Exception as e:  # noqa: BLE001 - a baseline that does not run here is reported, not fatal
+        row[f"{name}_note"] = f"{type(e).__name__}: {e}".splitlines()[0]
+        return
+    timed(row, name, fn)
+
+
+def _relative_error(got: torch.Tensor, want: torch.Tensor) -> float:
+    return ((got.double() - want).abs().max() / want.abs().max()).item()
+
+
+def mtp_row(dec, mtp, fi, batch: int, steps: int) -> dict:
+    """One (B, T): pooled_mtp, kernel(), FlashInfer's MTP and T calls of pooled decode, µs; the
+    output's error against float64 (ours and FlashInfer's)."""
+    pool_size = 2 * batch + 8
+    x = serving_inputs(batch, steps, pool_size, seed=1000 * batch + steps)
+    q, k, v, A_log, a, dt_bias, b = _gates(x, slice(None))
+    pool, slots = x["pool"], x["slots"]
+    buffer = torch.empty(pool_size, steps, NUM_V_HEADS, HEAD_SIZE, HEAD_SIZE, device=pool.device)
+    out, final_state = torch.empty_like(v), torch.empty_like(pool)
+    ref_out, _ = gdn_mtp(q, k, v, pool, slots, A_log, a, dt_bias, b, DEFAULT_SCALE)
+    mtp.pooled_mtp(q, k, v, pool, slots, A_log, a, dt_bias, b, DEFAULT_SCALE, out, buffer)
+    row = {"batch_size": batch, "seq_len": steps, "pool_size": pool_size, "out_rel_err": _relative_error(out, ref_out)}
+    timed(row, "ours", lambda: mtp.pooled_mtp(q, k, v, pool, slots, A_log, a, dt_bias, b, DEFAULT_SCALE, out, buffer))
+    timed(row, "contest", lambda: mtp.kernel(q, k, v, pool, slots, A_log, a, dt_bias, b, DEFAULT_SCALE, buffer, out,
+                                             final_state))
+    tokens = [_gates(x, slice(t, t + 1)) for t in range(steps)]
+    decode_pool, decode_out = pool.clone(), torch.empty_like(tokens[0][2])
+
+    def decode_steps():
+        for qt, kt, vt, _, at, _, bt in tokens:
+            dec.pooled_decode(qt, kt, vt, decode_pool, slots, A_log, at, dt_bias, bt, DEFAULT_SCALE, decode_out)
+
+    timed(row, "decode_steps", decode_steps)
+    row["ours_vs_decode_steps"] = row["ours_us"] / row["decode_steps_us"]
+    if fi is not None:
+        fi_out, fi_buffer = torch.empty_like(v), torch.empty_like(buffer)
+
+        def fi_mtp():
+            fi.gated_delta_rule_mtp(
+                q=q, k=k, v=v, initial_state=pool, initial_state_indices=slots, A_log=A_log, a=a, dt_bias=dt_bias,
+                b=b, scale=DEFAULT_SCALE, output=fi_out, intermediate_states_buffer=fi_buffer,
+                disable_state_update=True, use_qk_l2norm=False)
+
+        _baseline(row, "fi", fi_mtp)
+        if "fi_us" in row:
+            row["fi_vs_ours"] = row["fi_us"] / row["ours_us"]
+            row["fi_out_rel_err"] = _relative_error(fi_out, ref_out)
+    return row
+
+
+def bench(decode_batch_sizes=DECODE_BATCH_SIZES, mtp_batch_sizes=MTP_BATCH_SIZES,
+          draft_lengths=DRAFT_LENGTHS) -> dict:
+    """{"pooled_decode": rows per batch size, "mtp": rows per (B, T)} (see the module docstring)."""
+    dec, mtp = load_submissions()
+    fi = flashinfer_gdn()
+    decode_rows = [pooled_decode_row(dec, fi, batch) for batch in tqdm(decode_batch_sizes, desc="pooled decode")]
+    shapes = [(batch, steps) for batch in mtp_batch_sizes for steps in draft_lengths]
+    mtp_rows = [mtp_row(dec, mtp, fi, batch, steps) for batch, steps in tqdm(shapes, desc="mtp")]
+    return {"pooled_decode": decode_rows, "mtp": mtp_rows}
+
+
+def mtp_sweep(mtp_batch_sizes=MTP_BATCH_SIZES, draft_lengths=DRAFT_LENGTHS) -> list[dict]:
+    """pooled_mtp's CUPTI span per (B, T) under every (BV, warps) launch row, fastest first."""
+    _, mtp = load_submissions()
+    table, rows = mtp.LAUNCH_TABLE, []
+    shapes = [(batch, steps) for batch in mtp_batch_sizes for steps in draft_lengths]
+    try:
+        for batch, steps in tqdm(shapes, desc="mtp sweep"):
+            x = serving_inputs(batch, steps, 2 * batch + 8, seed=1000 * batch + steps)
+            args = _gates(x, slice(None))
+            out = torch.empty_like(args[2])
+            buffer = torch.empty(2 * batch + 8, steps, NUM_V_HEADS, HEAD_SIZE, HEAD_SIZE, device=out.device)
+            times = {}
+            for block_v in SWEEP_BLOCK_V:
+                for warps in SWEEP_WARPS:
+                    mtp.LAUNCH_TABLE = (mtp.LaunchRow(max_batch=None, block_v=block_v, warps=warps),)
+                    times[(block_v, warps)] = kernel_time_us(
+                        lambda: mtp.pooled_mtp(*args[:3], x["pool"], x["slots"], *args[3:], DEFAULT_SCALE, out, buffer))
+            best = sorted(times, key=times.get)
+            rows.append({"batch_size": batch, "seq_len": steps,
+                         "times_us": [{"block_v": bv, "warps": w, "us": times[(bv, w)]} for bv, w in best]})
+    finally:
+        mtp.LAUNCH_TABLE = table
+    return rows
+
+
+def _cell(row: dict, key: str, spec: str) -> str:
+    if key not in row or row[key] is None:
+        return "-"
+    return str(row[key]) if isinstance(row[key], bool) else format(row[key], spec)
+
+
+def format_rows(rows: list[dict], columns) -> str:
+    """A table, one line per row, '-' where a column was not measured."""
+    lines = ["  ".join(f"{title:>11}" for title, _, _ in columns)]
+    lines += ["  ".join(f"{_cell(row, key, spec):>11}" for _, key, spec in columns) for row in rows]
+    return "\n".join(lines)
+
+
+def notes(rows: list[dict]) -> list[str]:
+    """The `_note` entries of the rows (calls that could not be captured, baselines that did not run)."""
+    return [f"{'B=%d' % row['batch_size']}{' T=%d' % row['seq_len'] if 'seq_len' in row else ''} {key[:-5]}: {value}"
+            for row in rows for key, value in row.items() if key.endswith("_note")]
+
+
+def verdicts(result: dict) -> list[str]:
+    """Issue 29's speed targets, met or not, one line each."""
+    decode = result["pooled_decode"]
+    worst = max(decode, key=lambda r: r["pooled_vs_dense"])
+    lines = [f"pooled decode within {POOLED_DECODE_TARGET - 1:.0%} of dense at every batch size: "
+             f"{'met' if worst['pooled_vs_dense'] <= POOLED_DECODE_TARGET else 'missed'} "
+             f"(worst B={worst['batch_size']}: {worst['pooled_vs_dense']:.3f})"]
+    mtp = result["mtp"]
+    against_fi = [r for r in mtp if "fi_vs_ours" in r]
+    if against_fi:
+        slower = [f"B={r['batch_size']} T={r['seq_len']}" for r in against_fi if r["fi_vs_ours"] < 1]
+        lines.append(f"MTP no slower than FlashInfer's: {'met' if not slower else 'missed at ' + ', '.join(slower)}")
+    else:
+        lines.append("MTP no slower than FlashInfer's: not measured (FlashInfer did not run)")
+    slower = [f"B={r['batch_size']} T={r['seq_len']}" for r in mtp if r["ours_vs_decode_steps"] >= 1]
+    lines.append(f"MTP below T calls of pooled decode: {'met' if not slower else 'missed at ' + ', '.join(slower)}")
+    return lines

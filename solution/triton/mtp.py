@@ -1,0 +1,193 @@
+"""Gated Delta Net over T tokens per sequence from a state pool (speculative-decoding
+verification), fused recurrent Triton kernel (K-last state).
+
+Definition ``gdn_mtp_qk4_v8_d128_k_last`` (Qwen3-Next linear attention, TP=4). Batch row b
+holds T tokens and starts from pool slot n = initial_state_indices[b]: S = initial_state[n]
+(D_v x D_k per value head, K contiguous: "K-last"). For every token t in order and value
+head h (query/key head hq = h // 2), with D = 128:
+
+    g      = exp(-exp(A_log[h]) * softplus(a[b,t,h] + dt_bias[h]))      decay gate
+    beta   = sigmoid(b[b,t,h])                                          update gate
+    delta  = beta * (v[b,t,h] - g * (S @ k[b,t,hq]))                     (D_v,)
+    S      = g * S + outer(delta, k[b,t,hq])
+    out[b,t,h] = scale * (S @ q[b,t,hq])                                 (from the old S in one pass)
+    intermediate_states_buffer[n, t, h] = S                             the state after token t
+
+One program handles a BV-row tile of one (b, h) state: it reads the tile from the pool once,
+keeps it in registers through the T tokens (decode's step, kernel.py, T times in a row) and
+writes it into the buffer after each token. ``scale`` of 0 or None means 1/sqrt(D).
+
+Entry points (all take the pool [P, 8, 128, 128] f32 and the indices [B] int32 or int64):
+  * ``kernel``: the definition's call (destination-passing). As its reference: a negative
+    index counts from the end of the pool (n + P), the pool is not updated, and final_state
+    receives a copy of it. Two launches: that copy, then the kernel.
+  * ``run``: the same, value-returning, with the pool itself as final_state (no copy), as
+    FlashInfer's gated_delta_rule_mtp returns it.
+  * ``pooled_mtp``: for serving engines: a negative index marks a padding row (output zeroed,
+    no slot read or written), the buffer is optional, one launch, no allocation and no wait on
+    the device, so a CUDA graph can capture it.
+In every entry point an index the pool does not hold gives that row NaN output and touches
+no slot (raising would mean waiting on the device). Rows may share a slot: each starts from
+the pool's state and its output is exact, but the slot's buffer then holds, tile by tile, the
+states of one of them (the definition's reference keeps the last row's).
+
+Only torch, triton, the standard library and the sibling module shared.py (packed with this
+file) are imported: the official evaluator has nothing else.
+"""
+
+import torch
+import triton
+import triton.language as tl
+
+from .shared import (HEAD_SIZE, NUM_Q_HEADS, NUM_V_HEADS, LaunchRow, delta_rule_step, expect, expect_indices,
+                     expect_pool, launch_config, scale_value, softplus)
+
+# Launch configuration per batch size, rows in increasing max_batch (decode's, not yet tuned
+# for T tokens per program).
+LAUNCH_TABLE = (
+    LaunchRow(max_batch=16, block_v=4, warps=1),
+    LaunchRow(max_batch=None, block_v=16, warps=1),
+)
+
+
+@triton.jit(do_not_specialize=["pool_size"])
+def _gdn_mtp_kernel(
+    q_ptr, k_ptr, v_ptr, pool_ptr, index_ptr, A_log_ptr, a_ptr, dt_bias_ptr, b_ptr, out_ptr, states_ptr,
+    scale, pool_size,
+    T: tl.constexpr, NEGATIVE_WRAPS: tl.constexpr, HAS_STATES: tl.constexpr,
+    HQ: tl.constexpr, HV: tl.constexpr, D: tl.constexpr, BV: tl.constexpr,
+):
+    tile = tl.program_id(0)          # which BV-row tile of the V dimension
+    bh = tl.program_id(1)            # b * HV + h
+    batch = bh // HV
+    head = bh % HV
+    offs_k = tl.arange(0, D)
+    offs_v = tile * BV + tl.arange(0, BV)
+    tile_offs = offs_v[:, None] * D + offs_k[None, :]
+
+    raw = tl.load(index_ptr + batch).to(tl.int64)
+    if NEGATIVE_WRAPS:  # Python's indexing, as the definition's reference does: -1 is the last slot
+        index = tl.where(raw < 0, raw + pool_size, raw)
+        fill = float("nan")
+    else:  # a negative index marks a padding row
+        index = raw
+        fill = tl.where(raw < 0, 0.0, float("nan"))
+    in_pool = (index >= 0) & (index < pool_size)
+    slot = tl.where(in_pool, index, 0)
+    # A whole-tile mask, as a comparison of the row offsets (Triton's interpreter cannot
+    # broadcast a scalar mask), constant along K so that loads and stores stay vectorized.
+    tile_mask = offs_v[:, None] < tl.where(in_pool, D, 0)
+    s = tl.load(pool_ptr + (slot * HV + head) * (D * D) + tile_offs, mask=tile_mask, other=0.0)
+
+    decay_rate = tl.exp(tl.load(A_log_ptr + head))
+    dt_bias = tl.load(dt_bias_ptr + head)
+    for t in tl.static_range(T):
+        row = batch * T + t          # the token's row of [B * T]
+        qk_row = row * HQ + head // (HV // HQ)
+        q = tl.load(q_ptr + qk_row * D + offs_k).to(tl.float32)
+        k = tl.load(k_ptr + qk_row * D + offs_k).to(tl.float32)
+        v = tl.load(v_ptr + (row * HV + head) * D + offs_v).to(tl.float32)
+        x = tl.load(a_ptr + row * HV + head).to(tl.float32) + dt_bias
+        g = tl.exp(-decay_rate * softplus(x))
+        beta = 1.0 / (1.0 + tl.exp(-tl.load(b_ptr + row * HV + head).to(tl.float32)))
+        out, s = delta_rule_step(s, q, k, v, g, beta, scale)
+        out = tl.where(in_pool, out, fill)
+        tl.store(out_ptr + (row * HV + head) * D + offs_v, out.to(out_ptr.dtype.element_ty))
+        if HAS_STATES:
+            tl.store(states_ptr + ((slot * T + t) * HV + head) * (D * D) + tile_offs, s, mask=tile_mask)
+
+
+# --- Host side: checks, configuration, launch --------------------------------------------
+
+def _expected(batch, steps):
+    """(shape, dtype) of q, k, v, A_log, a, dt_bias, b and output for `batch` rows of `steps` tokens."""
+    bf16, f32 = torch.bfloat16, torch.float32
+    qk, heads = (batch, steps, NUM_Q_HEADS, HEAD_SIZE), (batch, steps, NUM_V_HEADS)
+    specs = ((qk, bf16), (qk, bf16), (heads + (HEAD_SIZE,), bf16), ((NUM_V_HEADS,), f32), (heads, bf16),
+             ((NUM_V_HEADS,), f32), (heads, bf16), (heads + (HEAD_SIZE,), bf16))
+    return tuple((torch.Size(shape), dtype) for shape, dtype in specs)
+
+
+def _check_inputs(q, k, v, pool, indices, A_log, a, dt_bias, b, scale, states, names):
+    """(batch, steps, pool size, scale as a float) once every input checks, in call order;
+    else ValueError naming the first bad one (`names`: the call's own names of the pool, the
+    indices and the buffer of states, which may be None)."""
+    if not isinstance(q, torch.Tensor) or q.dim() != 4:
+        got = f"shape {list(q.shape)}" if isinstance(q, torch.Tensor) else type(q).__name__
+        raise ValueError(f"q: expected a [B, T, {NUM_Q_HEADS}, {HEAD_SIZE}] tensor, got {got}")
+    (batch, steps), device = q.shape[:2], q.device
+    expected = dict(zip(("q", "k", "v", "A_log", "a", "dt_bias", "b", "output"), _expected(batch, steps)))
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        expect(name, t, *expected[name], device)
+    pool_size = expect_pool(names[0], pool, device)
+    expect_indices(names[1], indices, batch, device)
+    for name, t in (("A_log", A_log), ("a", a), ("dt_bias", dt_bias), ("b", b)):
+        expect(name, t, *expected[name], device)
+    scale = scale_value(scale)
+    if states is not None:
+        shape = torch.Size((pool_size, steps, NUM_V_HEADS, HEAD_SIZE, HEAD_SIZE))
+        expect(names[2], states, shape, torch.float32, device)
+    return batch, steps, pool_size, scale
+
+
+def _launch(q, k, v, pool, indices, A_log, a, dt_bias, b, scale, states, output, pool_size, negative_wraps):
+    """One launch of the kernel on checked arguments: outputs, and states unless None."""
+    batch, steps = q.shape[:2]
+    if batch == 0 or steps == 0:
+        return
+    block_v, num_warps = launch_config(batch, LAUNCH_TABLE)
+    grid = (HEAD_SIZE // block_v, batch * NUM_V_HEADS)
+    _gdn_mtp_kernel[grid](
+        q, k, v, pool, indices, A_log, a, dt_bias, b, output, states, scale, pool_size,
+        T=steps, NEGATIVE_WRAPS=negative_wraps, HAS_STATES=states is not None,
+        HQ=NUM_Q_HEADS, HV=NUM_V_HEADS, D=HEAD_SIZE, BV=block_v, num_warps=num_warps,
+    )
+
+
+_DEFINITION_NAMES = ("initial_state", "initial_state_indices", "intermediate_states_buffer")
+
+
+def kernel(q, k, v, initial_state, initial_state_indices, A_log, a, dt_bias, b, scale, intermediate_states_buffer,
+           output, final_state):
+    """DPS entry point, the definition's call: writes `output` [B,T,8,128] bf16, the state after
+    every token into intermediate_states_buffer [P,T,8,128,128] f32 at each row's slot (nothing
+    when it is None), and `final_state` [P,8,128,128] f32, a copy of the pool, which is not
+    updated. A negative index counts from the end of the pool, as the definition's reference
+    indexes it. Raises ValueError naming the first bad argument.
+    """
+    inputs = (q, k, v, initial_state, initial_state_indices, A_log, a, dt_bias, b)
+    batch, steps, pool_size, scale = _check_inputs(*inputs, scale, intermediate_states_buffer, _DEFINITION_NAMES)
+    expect("output", output, *_expected(batch, steps)[-1], q.device)
+    expect("final_state", final_state, initial_state.shape, torch.float32, q.device)
+    final_state.copy_(initial_state)
+    _launch(*inputs, scale, intermediate_states_buffer, output, pool_size, negative_wraps=True)
+
+
+def run(q, k, v, initial_state, initial_state_indices, A_log, a, dt_bias, b, scale, intermediate_states_buffer=None):
+    """Value-returning entry point, the definition's call: (output, final_state) as kernel()
+    writes them, but final_state is initial_state itself, the pool unchanged (no copy), and
+    output is allocated here."""
+    inputs = (q, k, v, initial_state, initial_state_indices, A_log, a, dt_bias, b)
+    batch, steps, pool_size, scale = _check_inputs(*inputs, scale, intermediate_states_buffer, _DEFINITION_NAMES)
+    output = torch.empty(_expected(batch, steps)[-1][0], dtype=torch.bfloat16, device=q.device)
+    _launch(*inputs, scale, intermediate_states_buffer, output, pool_size, negative_wraps=True)
+    return output, initial_state
+
+
+def pooled_mtp(q, k, v, state_pool, indices, A_log, a, dt_bias, b, scale, output, intermediate_states=None):
+    """T tokens per row from a state pool, as a serving engine verifies draft tokens: row i
+    starts from state_pool[indices[i]], which is not updated; its outputs go to `output`
+    [B,T,8,128] bf16 and, when `intermediate_states` [P,T,8,128,128] f32 is given, its state
+    after token t to intermediate_states[indices[i], t] (the engine then keeps the accepted
+    prefix's state). A negative index marks a padding row: its output is zeroed and no slot
+    is read or written.
+
+    Launches exactly one kernel, never synchronizes with the device and allocates nothing, so
+    a CUDA graph can capture it (with scale a number: a tensor scale is read on the host).
+    Raises ValueError naming the first bad argument.
+    """
+    inputs = (q, k, v, state_pool, indices, A_log, a, dt_bias, b)
+    batch, steps, pool_size, scale = _check_inputs(*inputs, scale, intermediate_states,
+                                                   ("state_pool", "indices", "intermediate_states"))
+    expect("output", output, *_expected(batch, steps)[-1], q.device)
+    _launch(*inputs, scale, intermediate_states, output, pool_size, negative_wraps=False)
