@@ -4,7 +4,8 @@
 Per call shape (sequence lengths: DEFAULT_SHAPES, a grid of total_seq_len T × num_seqs N split
 evenly with the first T mod N sequences one token longer, or explicit lengths such as
 [1, 8191]), on model-like inputs (unit-norm keys, the rest N(0, 1),
-gdn_bench.definitions.prefill.mix.model_like_inputs), for the submission (solution/triton/prefill.py) and,
+gdn_bench.definitions.prefill.mix.model_like_inputs), then the STRESS_SHAPES (the same inputs
+under a stress regime, gdn_bench.definitions.prefill.mix.stressed), for the submission (solution/triton/prefill.py) and,
 where they run, fi-baseline, fla-chunk and fla-loop, side by side in one process, three times
 (gdn_bench.timing): `<impl>_us`, the contest's measure (CUPTI span of a call, cold L2);
 `<impl>_ksum_us`, the sum of that call's kernel durations; `<impl>_graph_us`, one replay of the
@@ -30,7 +31,7 @@ from tqdm import tqdm
 from gdn_bench.checking import worst_margin
 from gdn_bench.decode_bench import decode_inputs, decode_outputs, load_submission
 from gdn_bench.definitions.prefill.definition import LIBRARY, PREFILL, TOKEN_LOOP
-from gdn_bench.definitions.prefill.mix import model_like_inputs
+from gdn_bench.definitions.prefill.mix import STRESS, model_like_inputs, stressed
 from gdn_bench.definitions.prefill.reference import gdn_prefill, run
 from gdn_bench.prefill_variants import load_variant, variant_label
 from gdn_bench.roles import BASELINE
@@ -58,6 +59,11 @@ DEFAULT_SHAPES = (
 def grid(seq_lens, num_seqs) -> list[tuple[int, int]]:
     """(T, N) pairs with N <= T, in the given orders."""
     return [(t, n) for t in seq_lens for n in num_seqs if n <= t]
+
+
+# The stress regimes (gdn_bench.definitions.prefill.mix.stressed), timed and checked like the
+# rest: each at 1 x 1024, and the repeated keys at 1 x 8192 (spans).
+STRESS_SHAPES = tuple((kind, [1024]) for kind in STRESS) + (("repeated_keys_saturated", [8192]),)
 
 
 def default_shapes() -> list[list[int]]:
@@ -117,7 +123,7 @@ def _decode_us(batch: int, decode) -> float:
     return kernel_times_us(lambda: decode.kernel(*args))[0]
 
 
-def bench(shapes, configs=({},), seed: int = 0) -> list[dict]:
+def bench(shapes, configs=({},), seed: int = 0, stress=()) -> list[dict]:
     """One row per (call shape, variant of ours): see the module docstring. `shapes` are
     lists of sequence lengths. Times in µs."""
     variants = [(variant_label(c), load_variant(c, i)) for i, c in enumerate(configs)]
@@ -125,10 +131,12 @@ def bench(shapes, configs=({},), seed: int = 0) -> list[dict]:
     decode = load_submission()
     definition = PREFILL.build_definition()
     rows = []
-    for lengths in tqdm(shapes, desc="bench_prefill", unit="shape"):
+    for kind, lengths in tqdm([(None, s) for s in shapes] + list(stress), desc="bench_prefill", unit="shape"):
         total, num_seqs = sum(lengths), len(lengths)
         gen = torch.Generator(device="cuda").manual_seed(seed)
         inputs = model_like_inputs(list(lengths), gen, "cuda")
+        if kind is not None:
+            inputs = stressed(inputs, kind, gen)
         args = tuple(inputs.values())
         ref64 = gdn_prefill(*args, compute_dtype=torch.float64)
         ref32 = run(*args)  # the definition's reference, in the definition's dtypes
@@ -139,7 +147,7 @@ def bench(shapes, configs=({},), seed: int = 0) -> list[dict]:
             module.kernel(*args, *first)
             module.kernel(*args, *second)
             torch.cuda.synchronize()
-            row = {"T": total, "N": num_seqs, "lengths": list(lengths), "variant": label,
+            row = {"T": total, "N": num_seqs, "lengths": list(lengths), "inputs": kind or "model-like", "variant": label,
                    **{f"ours_{key}": value for key, value in _times(lambda m=module, out=second: m.kernel(*args, *out)).items()},
                    "deterministic": all(torch.equal(a, b) for a, b in zip(first, second)),
                    "margin_f64": _margin(first, ref64), "margin_f32": _margin(first, ref32)}
@@ -154,7 +162,8 @@ def bench(shapes, configs=({},), seed: int = 0) -> list[dict]:
     return rows
 
 
-COLUMNS = (("T", "T", "d"), ("N", "N", "d"), ("lengths", "lengths", "s"), ("variant", "variant", "s"), ("ours µs", "ours_us", ".1f"),
+COLUMNS = (("T", "T", "d"), ("N", "N", "d"), ("lengths", "lengths", "s"), ("inputs", "inputs", "s"),
+           ("variant", "variant", "s"), ("ours µs", "ours_us", ".1f"),
            ("graph", "ours_graph_us", ".1f"), ("ksum", "ours_ksum_us", ".1f"),
            ("FI µs", f"{BASELINE}_us", ".1f"), ("FI graph", f"{BASELINE}_graph_us", ".1f"),
            ("FI ksum", f"{BASELINE}_ksum_us", ".1f"),
@@ -189,7 +198,7 @@ def format_rows(rows: list[dict]) -> str:
             return runs(value)
         return ("yes" if value else "NO") if isinstance(value, bool) else format(value, spec)
 
-    sizes = [width if key == "variant" else max(len(title), 10) for title, key, _ in COLUMNS]
+    sizes = [width if key == "variant" else 23 if key == "inputs" else max(len(title), 10) for title, key, _ in COLUMNS]
     lines = ["  ".join(f"{title:>{w}}" for (title, _, _), w in zip(COLUMNS, sizes))]
     lines += ["  ".join(f"{cell(r, key, spec):>{w}}" for (_, key, spec), w in zip(COLUMNS, sizes)) for r in rows]
     return "\n".join(lines)

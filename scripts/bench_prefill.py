@@ -3,7 +3,7 @@ and fla-chunk, side by side, per call shape: CUPTI span (cold L2, the contest's 
 sum and CUDA-graph replay, with determinism and worst margins
 (gdn_bench/prefill_bench.py says what each column is). Needs a GPU.
 
-    python scripts/bench_prefill.py                       # the default shapes (DEFAULT_SHAPES)
+    python scripts/bench_prefill.py                       # the default shapes, then the stress rows (STRESS_SHAPES)
     python scripts/bench_prefill.py --seq-lens 6,64 --num-seqs 1,4   # a T x N grid, split evenly
     python scripts/bench_prefill.py --lengths 1,8191 --lengths 8192  # explicit lengths per call
     python scripts/bench_prefill.py --config NAME=VALUE,...  # also a variant of prefill.py
@@ -21,10 +21,11 @@ import sys
 import torch
 
 from gdn_bench.arguments import add_root_argument, chosen_project, output_folder, positive_ints
-from gdn_bench.prefill_bench import NUM_SEQS, SEQ_LENS, bench, default_shapes, even_lengths, format_rows, grid
 from gdn_bench.definitions.prefill.definition import PREFILL
-from gdn_bench.prefill_variants import parse_config
 from gdn_bench.paths import checkout_of
+from gdn_bench.prefill_bench import (NUM_SEQS, SEQ_LENS, STRESS_SHAPES, bench, default_shapes, even_lengths,
+                                     format_rows, grid)
+from gdn_bench.prefill_variants import parse_config
 
 
 def _config(text: str) -> dict:
@@ -63,7 +64,8 @@ def main(argv=None) -> int:
         print(f"bench_prefill: error: {PREFILL.submission_entry()} does not exist yet", file=sys.stderr)
         return 2
     try:
-        rows = bench(_shapes(args), [{}] + args.config)
+        given = args.seq_lens or args.num_seqs or args.lengths
+        rows = bench(_shapes(args), [{}] + args.config, stress=() if given else STRESS_SHAPES)
     except ValueError as e:
         print(f"bench_prefill: error: {e}", file=sys.stderr)
         return 2

@@ -26,8 +26,15 @@ import statistics
 import sys
 import time
 
+import torch
+
 from gdn_bench.arguments import definition_name, output_file, positive_int, positive_ints
+from gdn_bench.checking import workload_inputs
+from gdn_bench.dataset import load_trace_set
 from gdn_bench.definitions import resolve
+from gdn_bench.evaluator_timing import reference_timer
+from gdn_bench.runner import RunSettings, select_workloads
+from gdn_bench.timing import _device_kernels, call_span, profile_cold_calls, split_calls
 
 UNTRACED = 3
 KIT_CALLS = 3
@@ -49,11 +56,6 @@ def _ms(values) -> float:
 
 def host_cost(definition, reference, workload, root, timer, warmup: int, iterations: int) -> dict:
     """One workload's numbers (module docstring), times in ms."""
-    import torch
-
-    from gdn_bench.checking import workload_inputs
-    from gdn_bench.timing import _device_kernels, call_span, profile_cold_calls, split_calls
-
     args = workload_inputs(definition, workload, root, "cuda", 0)
     walls: list[float] = []
     fn = _timed(reference, walls)
@@ -105,12 +107,6 @@ def main(argv=None) -> int:
                         help="JSON file of the numbers (default host_cost.json)")
     args = parser.parse_args(argv)
     spec = resolve(args.definition)
-    import torch  # after the arguments: a bad flag needs no torch
-
-    from gdn_bench.dataset import load_trace_set
-    from gdn_bench.evaluator_timing import reference_timer
-    from gdn_bench.runner import RunSettings, select_workloads
-
     if not torch.cuda.is_available():
         print("reference_host_cost.py: error: needs a CUDA GPU", file=sys.stderr)
         return 2

@@ -107,8 +107,8 @@ def test_table_marks_what_was_not_measured():
              "deterministic": False, "margin_f64": 0.2, "margin_f32": 0.1}]
     lines = prefill_bench.format_rows(rows).splitlines()
     assert len(lines) == 3 and "×FI" in lines[0] and "FI graph" in lines[0] and "33.30" in lines[1] and " yes" in lines[1]
-    assert lines[1].split()[2] == "-" and lines[1].split()[5:7] == ["-", "-"]
-    assert lines[2].split()[4:7] == ["8.0", "7.0", "6.0"] and lines[2].split()[7:19] == ["-"] * 12 and " NO" in lines[2]
+    assert lines[1].split()[2:4] == ["-", "-"] and lines[1].split()[6:8] == ["-", "-"]
+    assert lines[2].split()[5:8] == ["8.0", "7.0", "6.0"] and lines[2].split()[8:20] == ["-"] * 12 and " NO" in lines[2]
 
 
 def test_table_shows_lengths_as_runs_and_the_decode_ratio():
@@ -117,7 +117,7 @@ def test_table_shows_lengths_as_runs_and_the_decode_ratio():
     assert prefill_bench.runs([449] + [1] * 63) == "449+63×1" and prefill_bench.runs([512] * 16) == "16×512"
     assert prefill_bench.runs([3, 0, 0, 5]) == "3+2×0+5"
     cells = prefill_bench.format_rows(rows).splitlines()[1].split()
-    assert cells[2] == "49+15×1" and cells[14:16] == ["6.0", "1.50"]
+    assert cells[2] == "49+15×1" and cells[15:17] == ["6.0", "1.50"]
 
 
 def test_default_shapes_are_lengths():

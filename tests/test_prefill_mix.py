@@ -147,3 +147,19 @@ def test_cache_folder_defaults_to_the_users_cache(monkeypatch, tmp_path):
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path))
     assert cache_dir() == tmp_path / ".cache" / "gdn-bench"
+
+
+def test_stressed_inputs_follow_each_regime():
+    """stressed() changes only what its regime says, on fresh model-like inputs."""
+    STRESS, model_like_inputs, stressed = prefill_mix.STRESS, prefill_mix.model_like_inputs, prefill_mix.stressed
+    base = model_like_inputs([40, 24], torch.Generator().manual_seed(7), "cpu")
+    weak = stressed(base, "weak_decay", torch.Generator().manual_seed(1))
+    assert (weak["A_log"] == -5.0).all() and torch.equal(weak["k"], base["k"]) and torch.equal(weak["b"], base["b"])
+    rep = stressed(base, "repeated_keys_saturated", torch.Generator().manual_seed(1))
+    assert (rep["A_log"] == -4.0).all() and rep["b"].float().min() >= 20 and rep["b"].float().max() <= 60
+    assert torch.unique(rep["k"].view(64, -1), dim=0).shape[0] == 2  # two keys, each a row of 4 heads
+    norms = stressed(base, "keys_not_unit", torch.Generator().manual_seed(1))["k"].float().norm(dim=-1)
+    assert norms.min() >= 0.25 - 1e-2 and norms.max() <= 1.4 + 1e-2 and norms.std() > 0.1
+    assert all(torch.equal(stressed(base, kind, torch.Generator().manual_seed(1))["v"], base["v"]) for kind in STRESS)
+    with pytest.raises(ValueError, match="stress kind 'hot': expected one of weak_decay"):
+        stressed(base, "hot", torch.Generator())

@@ -26,7 +26,7 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 """
 # Scripts whose parsers show default sizes that live in the measuring modules, which import
 # torch: they parse after it (GPU tools: their first use is on a GPU machine anyway).
-PARSE_AFTER_TORCH = {"bench_kernel", "bench_prefill", "tune_launch", "bench_serving"}
+PARSE_AFTER_TORCH = {"bench_kernel", "bench_prefill", "tune_launch", "bench_serving", "reference_host_cost"}
 SCRIPTS = sorted(p.stem for p in (ROOT / "scripts").glob("*.py") if p.stem not in PARSE_AFTER_TORCH)
 
 

@@ -109,6 +109,35 @@ def cu_seqlens_of(lengths: Sequence[int], device: str = "cpu") -> torch.Tensor:
     return torch.tensor([0, *torch.tensor(lengths).cumsum(0).tolist()], dtype=torch.int64, device=device)
 
 
+# Inputs under which bfloat16 operands fail the contest's check (docs/perf.md, issue 26), and
+# keys off the unit sphere (the definition does not promise unit keys): see stressed().
+STRESS = ("weak_decay", "repeated_keys_saturated", "keys_not_unit")
+
+
+def stressed(inputs: dict, kind: str, gen: torch.Generator) -> dict:
+    """`inputs` of one call (unit keys) with every sequence under the stress regime `kind`:
+    weak_decay: A_log = -5 for every head (a decay of ~0.99 per token at typical gates);
+    repeated_keys_saturated: every token's key one of two unit keys per head, b in 20..60
+    (beta ~ 1), A_log = -4 (the triangular solve's worst case: A's rows nearly repeat);
+    keys_not_unit: each key scaled to a norm uniform in 0.25..1.4 (beta |k|^2 < 2 still: the
+    recurrence still contracts). `gen` draws on the inputs' device."""
+    if kind not in STRESS:
+        raise ValueError(f"stress kind {kind!r}: expected one of {', '.join(STRESS)}")
+    k, device = inputs["k"], inputs["k"].device
+    out = dict(inputs)
+    if kind == "keys_not_unit":
+        norms = 0.25 + 1.15 * torch.rand(*k.shape[:-1], 1, generator=gen, device=device)
+        out["k"] = (k.float() * norms).bfloat16()
+        return out
+    out["A_log"] = torch.full_like(inputs["A_log"], -5.0 if kind == "weak_decay" else -4.0)
+    if kind == "repeated_keys_saturated":
+        pair = unit_keys(2, gen, str(device))
+        out["k"] = pair[torch.randint(0, 2, (k.shape[0],), generator=gen, device=device)]
+        b = inputs["b"]
+        out["b"] = (20.0 + 40.0 * torch.rand(b.shape, generator=gen, device=device)).to(b.dtype)
+    return out
+
+
 def model_like_inputs(lengths: Sequence[int], gen: torch.Generator, device: str, with_state: bool = True) -> dict:
     """All inputs of one prefill call, as the harness feeds the mix: k unit rows, cu_seqlens
     from `lengths`, everything else N(0, 1) as flashinfer-bench draws it, scale 1/sqrt(128)."""
