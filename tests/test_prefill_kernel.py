@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from gdn_bench.algos import load_module
+from gdn_bench.algos import load_solution_file
 from gdn_bench.checking import worst_margin
 from gdn_bench.definitions.prefill.definition import PREFILL
 from gdn_bench.definitions.prefill.mix import STRESS, cu_seqlens_of, stressed
@@ -25,7 +25,7 @@ from gdn_bench.shapes import NUM_V_HEADS as HV
 from gdn_bench.shapes import output_scale
 from helpers import BF16_REL, DEVICE, SEED, run_and_check
 
-sub = load_module(PREFILL.submission_entry(), "gdn_prefill_submission")
+sub = load_solution_file(PREFILL.submission_entry(), "gdn_prefill_submission")
 REGIMES = ("typical", "softplus_large", "softplus_negative", "beta_saturated", "repeated_keys")
 SCALES = ("none", "zero", "float", "tensor", "numpy")
 # The kernels take float16 operands on the tensor cores, and Triton's interpreter computes a
@@ -294,19 +294,19 @@ def test_two_calls_are_bit_identical(device):
 def _record_launches(monkeypatch) -> list:
     """Patches the launchers to log ("prepare", kernel) and ("launch", kernel) events."""
     events = []
-    real = sub._Launcher.prepare
+    real = sub.Launcher.prepare_by_name
 
     def prepare(self, *args):
         launch = real(self, *args)
         events.append(("prepare", self.fn.__name__))
         return lambda: (events.append(("launch", self.fn.__name__)), launch())
-    monkeypatch.setattr(sub._Launcher, "prepare", prepare)
+    monkeypatch.setattr(sub.Launcher, "prepare_by_name", prepare)
     return events
 
 
 def test_at_most_four_launches_all_prepared_first(device, monkeypatch):
     """1 to 4 kernels per call, every launch prepared before the first goes out (so the host
-    time between two kernels is one launch, see _Launcher)."""
+    time between two kernels is one launch, see shared.Launcher)."""
     events = _record_launches(monkeypatch)
 
     def expect(*kernels):

@@ -75,18 +75,13 @@ Deterministic: no atomics, a fixed order for every sum. Only torch, triton and t
 standard library are imported: the evaluator has nothing else.
 """
 
-import math
-import numbers
-import os
 from typing import NamedTuple
 
 import torch
 import triton
 import triton.language as tl
 
-NUM_Q_HEADS = 4
-NUM_V_HEADS = 8
-HEAD_SIZE = 128
+from .shared import HEAD_SIZE, INTERPRETED, NUM_Q_HEADS, NUM_V_HEADS, Launcher, expect_all, scale_value, softplus
 
 # --- Tuning surface: every setting and launch table, chosen in _plan ----------------------
 # Measured on H100 and H200 (docs/perf.md, prefill items 17-18).
@@ -163,25 +158,12 @@ WALK_TABLE = (
 
 # Triton's interpreter (TRITON_INTERPRET=1, CPU) costs a few milliseconds per program whatever
 # its tile, so there every kernel runs with the whole state's width per program.
-INTERPRETER_WIDE = os.environ.get("TRITON_INTERPRET", "0") == "1"
+INTERPRETER_WIDE = INTERPRETED
 INTERPRETER_LAUNCH = Launch(block_v=HEAD_SIZE, warps=4, stages=1)
 INTERPRETER_WALK = WalkLaunch(block_v=HEAD_SIZE, warps=1, tile=4)
 
 
 # --- Device helpers shared by both paths ----------------------------------------------------
-
-@triton.jit
-def _softplus(x):
-    """softplus(x) = max(x, 0) + log1p(exp(-|x|)), exact for large |x| (no overflow)."""
-    y = tl.exp(-tl.abs(x))
-    u = 1.0 + y
-    # log1p(y) with no log1p primitive: log(u) plus the first-order correction for the
-    # rounding of u = 1 + y, log((1 + y) / u) ~ y - (u - 1) (dividing that by u in [1, 2]
-    # changes it by less than one ulp of the result). Accurate for all y in (0, 1],
-    # including y so small that u rounds to 1 (then it returns y).
-    log1p_y = tl.log(u) - ((u - 1.0) - y)
-    return tl.maximum(x, 0.0) + log1p_y
-
 
 @triton.jit
 def _scale(scale, scale_ptr, SCALE_FROM_PTR: tl.constexpr, D: tl.constexpr):
@@ -311,7 +293,7 @@ def _block_setup(
         k = k.to(tl.float32)
         q = q.to(tl.float32)
 
-    g = tl.where(valid, -tl.exp(A_log) * _softplus(a.to(tl.float32) + dt_bias), 0.0).to(tl.float64)
+    g = tl.where(valid, -tl.exp(A_log) * softplus(a.to(tl.float32) + dt_bias), 0.0).to(tl.float64)
     beta = 1.0 / (1.0 + tl.exp(-b.to(tl.float32)))
     G, _ = tl.associative_scan((g, seg), 0, _segment_sum)
     after, _ = tl.associative_scan((g, seg), 0, _segment_sum, reverse=True)
@@ -647,7 +629,7 @@ def _token_walk_kernel(
         q_c, k_c, v_c, a_c, b_c = q, k, v, a, b
         q, k, v, a, b = _token_tile(q_ptr, k_ptr, v_ptr, a_ptr, b_ptr, start + CT, eos, head, offs_k, cols,
                                     HQ, HV, D, CT)
-        g = tl.exp(rate * _softplus(a_c + dt_bias))
+        g = tl.exp(rate * softplus(a_c + dt_bias))
         beta = 1.0 / (1.0 + tl.exp(-b_c))
         qk = tl.sum(q_c.to(tl.float32) * k_c.to(tl.float32), axis=1)
         for j in tl.static_range(CT):
@@ -670,7 +652,7 @@ def _token_walk_kernel(
 # --- Host side: checks, scale, the plan, scratch, launches -------------------------------------
 # The evaluator times a call from its first GPU activity to its last, so host work before
 # the first launch is free while host gaps between launches count. Everything is checked and
-# prepared before the first launch, the launches' own arguments included (_Launcher.prepare);
+# prepared before the first launch, the launches' own arguments included (Launcher.prepare_by_name);
 # then they go out back to back through the compiled kernels' launchers, which take a few
 # microseconds instead of Triton's full path (docs/perf.md, "Notes moved from the code").
 
@@ -775,140 +757,25 @@ def _check(tensors):
         got = f"shape {list(cu_seqlens.shape)}" if isinstance(cu_seqlens, torch.Tensor) else type(cu_seqlens).__name__
         raise ValueError(f"cu_seqlens: expected a 1-D tensor [N + 1], got {got}")
     total, num_seqs, device = q.shape[0], cu_seqlens.shape[0] - 1, q.device
-    _expect_all(tensors, _expected(total, num_seqs), device)
+    expect_all(_ARG_NAMES, tensors, _expected(total, num_seqs), device)
     return total, num_seqs, device
 
 
-def _expect(name, t, shape, dtype, device):
-    """Raise ValueError naming `name` unless `t` is a contiguous tensor of this shape, dtype
-    and device."""
-    if not isinstance(t, torch.Tensor):
-        raise ValueError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
-    if t.shape != shape:
-        raise ValueError(f"{name}: expected shape {list(shape)}, got {list(t.shape)}")
-    if t.dtype != dtype:
-        raise ValueError(f"{name}: expected dtype {dtype}, got {t.dtype}")
-    if t.device != device:
-        raise ValueError(f"{name}: expected device {device} (that of q), got {t.device}")
-    if not t.is_contiguous():
-        raise ValueError(f"{name}: expected a contiguous tensor")
-
-
-def _expect_all(tensors, expected, device):
-    """_expect for every argument, in _ARG_NAMES order, against its (shape, dtype) in
-    `expected`; state may be None."""
-    for name, t, (shape, dtype) in zip(_ARG_NAMES, tensors, expected):
-        if not (t is None and name == "state"):
-            _expect(name, t, shape, dtype, device)
-
-
-def _scale_value(scale):
-    """scale as a Python float: 0 or None mean 1/sqrt(D); a one-element float tensor is read;
-    any other real number (numpy's too) is taken as it is, but not a bool. A nonzero finite
-    Python float, what the evaluator passes, returns at the first test."""
-    if scale.__class__ is float and scale != 0.0 and math.isfinite(scale):
-        return scale
-    if scale is None:
-        return 1.0 / math.sqrt(HEAD_SIZE)
-    if isinstance(scale, torch.Tensor):
-        if scale.numel() != 1 or not scale.is_floating_point():
-            raise ValueError(f"scale: expected a one-element float tensor, got {scale.dtype} of shape {list(scale.shape)}")
-        scale = scale.item()
-    if isinstance(scale, bool) or not isinstance(scale, numbers.Real) or not math.isfinite(scale):
-        raise ValueError(f"scale: expected a finite real number, 0 or None, got {scale!r}")
-    value = float(scale)
-    return value if value != 0.0 else 1.0 / math.sqrt(HEAD_SIZE)
-
-
 def _resolve_scale(scale, device):
-    """(value, tensor): _scale_value's float and None, or, for a one-element float tensor on
+    """(value, tensor): scale_value's float and None, or, for a one-element float tensor on
     the kernels' device, (0.0, that tensor), read in-kernel so that the call never waits on
     the device. A tensor elsewhere (the CPU) is read here."""
     if (isinstance(scale, torch.Tensor) and scale.device == device and device.type != "cpu"
             and scale.numel() == 1 and scale.is_floating_point()):
         return 0.0, scale
-    return _scale_value(scale), None
+    return scale_value(scale), None
 
 
-_INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") == "1"
-_RUNTIME_KNOBS = getattr(getattr(triton, "knobs", None), "runtime", None)
-
-
-def _hooks_installed():
-    """Whether a launch hook is set: profilers need Triton's full launch path (a hook is
-    assumed on Triton versions without `knobs`)."""
-    if _RUNTIME_KNOBS is None:
-        return True
-    enter, leave = _RUNTIME_KNOBS.launch_enter_hook, _RUNTIME_KNOBS.launch_exit_hook
-    return bool(getattr(enter, "calls", enter) or getattr(leave, "calls", leave))
-
-
-def _direct_launcher(compiled, device_index, args):
-    """(compiled kernel, stream getter) if its launcher takes `args` (every argument of the
-    kernel in order, constexprs included, tensors as raw pointers), else False.
-
-    Triton versions differ in the launcher's arguments. The probe launches an empty grid (the
-    launcher parses every argument, then skips a grid of size 0), so nothing runs twice; on
-    a mismatch the full path is kept for good."""
-    stream_of = triton.runtime.driver.active.get_current_stream
-    try:
-        compiled.run(0, 0, 0, stream_of(device_index), compiled.function, compiled.packed_metadata,
-                     None, None, None, *args)
-    except (TypeError, AttributeError, SystemError):
-        return False
-    return compiled, stream_of
-
-
-class _Launcher:
-    """Launches one @triton.jit kernel whose constexpr parameters come last, its arguments
-    given by name.
-
-    `prepare` does all the work of a launch but the launch itself and returns a function of
-    no arguments that makes it, so that a call prepares every launch first and then makes them
-    back to back: the host time between two kernels is only the launch. The first launch of a
-    configuration goes through Triton (which compiles it); later ones call the compiled
-    kernel's launcher directly with raw pointers, skipping Triton's per-call argument binding.
-    That is valid while the arguments specialize as on the first launch: the integer
-    arguments are marked do_not_specialize, every pointer is 16-byte aligned, and no launch
-    hook is installed. A probe with an empty grid checks once that the launcher takes these
-    arguments (Triton versions differ); if not, Triton's path stays.
-    """
-
-    def __init__(self, fn):
-        self.fn = fn
-        self.compiled = {}  # (device index, constexprs, warps) -> (CompiledKernel, stream getter) or False
-
-    def prepare(self, grid, args, constexprs, num_warps, device):
-        """The launch of `grid` programs with the runtime arguments `args` and the constexpr
-        ones `constexprs` (dicts by parameter name: together, every parameter once)."""
-        names = [name for name in self.fn.arg_names if name not in constexprs]
-        if sorted(names) != sorted(args) or len(names) + len(constexprs) != len(self.fn.arg_names):
-            raise TypeError(f"{self.fn.__name__}: arguments {sorted(args)} and {sorted(constexprs)} do not match "
-                            f"its parameters {self.fn.arg_names}")
-        ordered = [args[name] for name in names]
-        constexprs = {name: constexprs[name] for name in self.fn.arg_names if name in constexprs}
-        raw = [a.data_ptr() if isinstance(a, torch.Tensor) else a for a in ordered]
-        aligned = all(a % 16 == 0 for a, t in zip(raw, ordered) if isinstance(t, torch.Tensor))
-        key = (device.index, tuple(constexprs.items()), num_warps)
-        entry = self.compiled.get(key)
-        if entry and aligned and not _hooks_installed():
-            compiled, stream_of = entry
-            run, head = compiled.run, (*grid, stream_of(device.index), compiled.function, compiled.packed_metadata)
-            values = (*raw, *constexprs.values())
-            return lambda: run(*head, None, None, None, *values)
-
-        def through_triton():
-            compiled = self.fn[grid](*ordered, **constexprs, num_warps=num_warps)
-            if entry is None and aligned and not _INTERPRETED:
-                self.compiled[key] = _direct_launcher(compiled, device.index, (*raw, *constexprs.values()))
-        return through_triton
-
-
-_launch_prep = _Launcher(_chunk_prep_kernel)
-_launch_summary = _Launcher(_span_summary_kernel)
-_launch_fixup = _Launcher(_span_fixup_kernel)
-_launch_pass = _Launcher(_span_pass_kernel)
-_launch_walk = _Launcher(_token_walk_kernel)
+_launch_prep = Launcher(_chunk_prep_kernel)
+_launch_summary = Launcher(_span_summary_kernel)
+_launch_fixup = Launcher(_span_fixup_kernel)
+_launch_pass = Launcher(_span_pass_kernel)
+_launch_walk = Launcher(_token_walk_kernel)
 
 
 def check_cu_seqlens(cu_seqlens, total_seq_len):
@@ -959,22 +826,22 @@ def kernel(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_
     """
     tensors = (q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, output, new_state)
     total, num_seqs, device = _check(tensors)
-    scale_value, scale_tensor = _resolve_scale(scale, device)
+    scale_float, scale_tensor = _resolve_scale(scale, device)
     if num_seqs == 0:
         return
     plan = _plan(total, num_seqs, device)
     inputs = dict(q_ptr=q, k_ptr=k, A_log_ptr=A_log, a_ptr=a, dt_bias_ptr=dt_bias, b_ptr=b, cu_ptr=cu_seqlens)
     state_in = state if state is not None else new_state  # unused without a state
-    scale_args = dict(scale=scale_value, scale_ptr=A_log if scale_tensor is None else scale_tensor)
+    scale_args = dict(scale=scale_float, scale_ptr=A_log if scale_tensor is None else scale_tensor)
     heads = dict(HV=NUM_V_HEADS, D=HEAD_SIZE)
     if plan.walk is not None:
-        _launch_walk.prepare(
+        _launch_walk.prepare_by_name(
             (HEAD_SIZE // plan.walk.block_v, num_seqs * NUM_V_HEADS, 1),
             dict(inputs, v_ptr=v, state_ptr=state_in, out_ptr=output, new_state_ptr=new_state, **scale_args, T=total,
                  N=num_seqs),
             dict(HAS_STATE=state is not None, SCALE_FROM_PTR=scale_tensor is not None, HQ=NUM_Q_HEADS, **heads,
                  BV=plan.walk.block_v, BN=_SEQ_BLOCK, CT=plan.walk.tile),
-            plan.walk.warps, device)()
+            plan.walk.warps, device.index)()
         return
     blocks = max(triton.cdiv(total, CHUNK), 1)  # at least one prep program: it writes the flag
     s = _scratch(blocks, num_seqs, plan.spans, device)
@@ -983,28 +850,29 @@ def kernel(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_
     idx = tl.int32 if max(blocks * NUM_V_HEADS * CHUNK * HEAD_SIZE, total * NUM_V_HEADS * HEAD_SIZE) < 2**31 else tl.int64
     lengths = dict(T=total, J=plan.spans, S=plan.span_blocks)
     carry = dict(SINGLE=num_seqs == 1, HAS_STATE=state is not None, **heads, C=CHUNK)
-    launches = [_launch_prep.prepare(  # every launch prepared before the first goes out
+    launches = [_launch_prep.prepare_by_name(  # every launch prepared before the first goes out
         (blocks, NUM_V_HEADS, 1),
         dict(inputs, **operands, m_ptr=s["m"], qt_ptr=s["qt"], out_ptr=output, **scale_args, T=total, N=num_seqs),
-        dict(SINGLE=num_seqs == 1, SCALE_FROM_PTR=scale_tensor is not None, WIDEN_BF16=_INTERPRETED, IDX=idx,
+        dict(SINGLE=num_seqs == 1, SCALE_FROM_PTR=scale_tensor is not None, WIDEN_BF16=INTERPRETED, IDX=idx,
              HQ=NUM_Q_HEADS, **heads, C=CHUNK, BT=SUB, BN=_SEQ_BLOCK),
-        _prep_warps(device), device)]
+        _prep_warps(device), device.index)]
     if plan.spans > 1:
         summary, fixup = plan.summary, plan.fixup
-        launches.append(_launch_summary.prepare(
+        launches.append(_launch_summary.prepare_by_name(
             (num_seqs * (plan.spans - 1) * NUM_V_HEADS * 2 * (HEAD_SIZE // summary.block_v), 1, 1),
             dict(operands, state_ptr=state_in, cu_ptr=cu_seqlens, v_ptr=v, span_n_ptr=s["span_n"],
                  span_p_ptr=s["span_p"], **lengths),
-            dict(carry, BV=summary.block_v, STAGES=summary.stages), summary.warps, device))
-        launches.append(_launch_fixup.prepare(
+            dict(carry, BV=summary.block_v, STAGES=summary.stages), summary.warps, device.index))
+        launches.append(_launch_fixup.prepare_by_name(
             (HEAD_SIZE // fixup.block_v, NUM_V_HEADS, num_seqs),
             dict(cu_ptr=cu_seqlens, span_n_ptr=s["span_n"], span_p_ptr=s["span_p"], enter_ptr=s["enter"], **lengths),
-            dict(SINGLE=num_seqs == 1, **heads, C=CHUNK, BV=fixup.block_v, STAGES=fixup.stages), fixup.warps, device))
+            dict(SINGLE=num_seqs == 1, **heads, C=CHUNK, BV=fixup.block_v, STAGES=fixup.stages), fixup.warps,
+            device.index))
     walk_pass = plan.pass_launch
-    launches.append(_launch_pass.prepare(
+    launches.append(_launch_pass.prepare_by_name(
         (num_seqs * plan.spans * NUM_V_HEADS * (HEAD_SIZE // walk_pass.block_v), 1, 1),
         dict(operands, state_ptr=state_in, cu_ptr=cu_seqlens, v_ptr=v, m_ptr=s["m"], qt_ptr=s["qt"],
              enter_ptr=s["enter"], out_ptr=output, new_state_ptr=new_state, **lengths),
-        dict(carry, BV=walk_pass.block_v, STAGES=walk_pass.stages), walk_pass.warps, device))
+        dict(carry, BV=walk_pass.block_v, STAGES=walk_pass.stages), walk_pass.warps, device.index))
     for launch in launches:
         launch()
