@@ -119,8 +119,9 @@ def test_serving_call_padding_and_indices_past_the_pool(device):
 
 def test_rows_sharing_a_slot(device):
     """Two rows reading one slot each start from the pool's state (both outputs exact); the
-    slot's buffer holds, for every state row of every token and head, one of the two rows'
-    states (which one is not defined: programs of both write it)."""
+    slot's buffer holds, element by element, one of the two rows' states (which one is not
+    defined: programs of both write it, and on a GPU their stores interleave, so one state row
+    can mix both)."""
     batch, steps, pool_size = 3, 2, 5
     inputs, pool, gen = _draw(batch, steps, pool_size, SEED + 30, device)
     shared, other = torch.randperm(pool_size, generator=gen)[:2].tolist()
@@ -132,8 +133,8 @@ def test_rows_sharing_a_slot(device):
     given = {n: inputs[n].cpu() for n in inputs}
     _, states = gdn_mtp(**given, initial_state=pool.cpu(), initial_state_indices=torch.tensor(slots), scale=None)
     got = buffer[shared].cpu().double()  # [T, HV, V, K]
-    errors = [((got - states[row]).norm(dim=-1) / states[row].norm(dim=-1)) for row in (0, 2)]
-    assert (torch.minimum(*errors) < 1e-5).all(), "a state row of the shared slot is neither row's"
+    errors = [(got - states[row]).abs() / states[row].abs().amax() for row in (0, 2)]
+    assert (torch.minimum(*errors) < 1e-5).all(), "an element of the shared slot is neither row's"
 
 
 def test_value_returning_call_returns_the_pool_itself(device):
