@@ -18,7 +18,8 @@ outputs; and ours' worst margin (gdn_bench.checking.worst_margin, over both outp
 the float64 reference and against the definition's float32 reference.
 
 Variants (gdn_bench.prefill_variants): each `--config NAME=VALUE,...` is prefill.py
-loaded afresh with those settings, timed beside the others.
+loaded afresh with those settings, timed beside the others; each `--against FILE` another
+prefill.py (an earlier version, say, with its shared.py beside it), labelled by its path.
 """
 
 import sys
@@ -33,6 +34,7 @@ from gdn_bench.decode_bench import decode_inputs, decode_outputs, load_submissio
 from gdn_bench.definitions.prefill.definition import LIBRARY, PREFILL, TOKEN_LOOP
 from gdn_bench.definitions.prefill.mix import STRESS, model_like_inputs, stressed
 from gdn_bench.definitions.prefill.reference import gdn_prefill, run
+from gdn_bench.algos import load_solution_file
 from gdn_bench.prefill_variants import load_variant, variant_label
 from gdn_bench.roles import BASELINE
 from gdn_bench.signature import empty_outputs
@@ -123,10 +125,11 @@ def _decode_us(batch: int, decode) -> float:
     return kernel_times_us(lambda: decode.kernel(*args))[0]
 
 
-def bench(shapes, configs=({},), seed: int = 0, stress=()) -> list[dict]:
+def bench(shapes, configs=({},), seed: int = 0, stress=(), against=()) -> list[dict]:
     """One row per (call shape, variant of ours): see the module docstring. `shapes` are
-    lists of sequence lengths. Times in µs."""
+    lists of sequence lengths; `against`, paths of other prefill.py files. Times in µs."""
     variants = [(variant_label(c), load_variant(c, i)) for i, c in enumerate(configs)]
+    variants += [(f"file:{path}", load_solution_file(path, f"gdn_prefill_against_{i}")) for i, path in enumerate(against)]
     baselines = _baselines()
     decode = load_submission()
     definition = PREFILL.build_definition()

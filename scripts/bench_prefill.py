@@ -7,6 +7,10 @@ sum and CUDA-graph replay, with determinism and worst margins
     python scripts/bench_prefill.py --seq-lens 6,64 --num-seqs 1,4   # a T x N grid, split evenly
     python scripts/bench_prefill.py --lengths 1,8191 --lengths 8192  # explicit lengths per call
     python scripts/bench_prefill.py --config NAME=VALUE,...  # also a variant of prefill.py
+    python scripts/bench_prefill.py --against old/prefill.py  # also another prefill.py, side by side
+
+`--against` takes a prefill.py with the files it imports beside it, e.g. the last commit's:
+`mkdir -p old && git archive HEAD solution/triton | tar -x --strip-components=2 -C old`.
 
 Each --config times another variant of prefill.py with those settings (the ones it takes, and
 their values: gdn_bench/prefill_variants.py, SETTINGS), checked before anything
@@ -17,6 +21,7 @@ bench_prefill.json and bench_prefill.txt under --out (default results/bench_pref
 import argparse
 import json
 import sys
+from pathlib import Path
 
 import torch
 
@@ -33,6 +38,13 @@ def _config(text: str) -> dict:
         return parse_config(text)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _prefill_file(text: str) -> Path:
+    path = Path(text).resolve()
+    if not path.is_file() or path.suffix != ".py":
+        raise argparse.ArgumentTypeError(f"expected an existing prefill .py file, got {text!r}")
+    return path
 
 
 def _shapes(args) -> list[list[int]]:
@@ -53,6 +65,8 @@ def main(argv=None) -> int:
                         help="one call's sequence lengths, e.g. 1,8191 (repeatable)")
     parser.add_argument("--config", type=_config, action="append", default=[],
                         help="a variant of ours: module-level NAME=VALUE[,NAME=VALUE...] (repeatable)")
+    parser.add_argument("--against", type=_prefill_file, action="append", default=[],
+                        help="another prefill.py to time side by side (repeatable)")
     parser.add_argument("--out", type=output_folder, default="results/bench_prefill", help="output folder")
     add_root_argument(parser, checkout_of(__file__))
     args = parser.parse_args(argv)
@@ -65,7 +79,7 @@ def main(argv=None) -> int:
         return 2
     try:
         given = args.seq_lens or args.num_seqs or args.lengths
-        rows = bench(_shapes(args), [{}] + args.config, stress=() if given else STRESS_SHAPES)
+        rows = bench(_shapes(args), [{}] + args.config, stress=() if given else STRESS_SHAPES, against=args.against)
     except ValueError as e:
         print(f"bench_prefill: error: {e}", file=sys.stderr)
         return 2
