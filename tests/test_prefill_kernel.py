@@ -241,8 +241,8 @@ def _force_chunked(monkeypatch):
 # starting inside a block or at its edge, ending at a span's edge or inside it, empty ones
 # between them, with and without a state.
 SPAN_CASES = [
-    ([200], True, 1), ([300], False, 2), ([64, 96], True, 1), ([0, 97, 3, 0, 64, 33], True, 1),
-    ([31, 300, 1], False, 2), ([5, 250], True, 2),
+    ([200], True, 1), ([300], False, 2), ([64, 96], True, 1), ([150, 0, 64, 0, 130], True, 1),
+    ([31, 300, 1], False, 1), ([5, 250], True, 1),
 ]
 
 
@@ -274,9 +274,12 @@ def test_span_plan():
             if total < sub.SPAN_MIN_TOKENS * num_seqs:
                 continue
             span, spans = sub._span_plan(total, num_seqs)
-            blocks = -(-total // C)
-            assert span >= sub.SPAN_MIN_BLOCKS and span * spans >= blocks and span * (spans - 1) < blocks
+            mean = -(-(-(-total // C)) // num_seqs)  # blocks of the mean sequence
+            assert span >= sub.SPAN_MIN_BLOCKS and span * spans >= mean and span * (spans - 1) < mean
             assert 2 <= spans <= min(sub.SPAN_MAX, sub.SPAN_PIECES // num_seqs), (total, num_seqs, span, spans)
+    # Spans come from the mean sequence: four of 2048 tokens are cut as finely as one of 8192
+    # would be if it had a quarter of the pieces, not into two spans each.
+    assert sub._span_plan(8192, 4) == (sub.SPAN_MIN_BLOCKS, 32 // sub.SPAN_MIN_BLOCKS)
 
 
 def test_in_place_state_update(device):
@@ -317,7 +320,7 @@ def test_at_most_four_launches_all_prepared_first(device, monkeypatch):
     call_and_check([4, 0, 9, 10, 1], True, "none", SEED + 504, device, "launch count, token walk")
     expect("_token_walk_kernel")
     _force_spans(monkeypatch, 1)
-    call_and_check([50, 30], True, "none", SEED + 501, device, "launch count, spans")
+    call_and_check([150, 100], True, "none", SEED + 501, device, "launch count, spans")
     expect("_chunk_prep_kernel", "_span_summary_kernel", "_span_fixup_kernel", "_span_pass_kernel")
 
 

@@ -32,7 +32,9 @@ so long or strong decays underflow to 0, never to NaN.
 
 Spans. A block maps the state affinely, H_L = P_c H0 + N_c with P_c = exp(G_L) I - K~^T W
 (K x K) and N_c = K~^T U, so a run of blocks does too: the sequence's blocks, from the one
-holding its first token, are cut into spans of S blocks, and for each span but the last P_j
+holding its first token, are cut into at most J spans of S_n blocks each (S_n = max(S,
+ceil(blocks_n / J)): S is the plan's, from the mean sequence, so that a longer sequence takes
+longer spans rather than more), and for each span but the last P_j
 and N_j come from carrying the identity and zero through its blocks, in parallel for every
 span. Then the states entering the spans follow one after another, H_{j+1} = P_j H_j + N_j
 (the first from the sequence's own state), one product per span; and every span's outputs
@@ -87,7 +89,6 @@ from .shared import HEAD_SIZE, INTERPRETED, NUM_Q_HEADS, NUM_V_HEADS, Launcher, 
 # Measured on H100 and H200 (docs/perf.md, prefill items 17-18).
 
 CHUNK = 64  # tokens per block (C): every product has 64 rows, which Hopper runs as wgmma
-SUB = 16  # rows per diagonal block of the triangular inverse
 PREP_WARPS = 4  # 8 on sm_100 (_prep_warps)
 # Short calls walk the tokens (_token_walk_kernel, one launch, no scratch): calls of at most
 # WALK_MAX_TOKENS tokens, and calls whose sequences hold at most WALK_MAX_MEAN_LENGTH tokens on
@@ -96,7 +97,7 @@ WALK_MAX_TOKENS = 64
 WALK_MAX_MEAN_LENGTH = 4
 # Spans. When the sequences are long on average (at least SPAN_MIN_TOKENS tokens each), each
 # is cut into spans of at least SPAN_MIN_BLOCKS blocks, at most SPAN_MAX of them and at most
-# SPAN_PIECES // N (N sequences; none below 2).
+# SPAN_PIECES // N (N sequences; none below 2); the span length comes from the mean sequence.
 SPAN_MIN_TOKENS = 2048
 SPAN_MIN_BLOCKS = 4
 SPAN_MAX = 16
@@ -303,32 +304,26 @@ def _block_setup(
 
 
 @triton.jit
-def _unit_lower_inverse(A, NB: tl.constexpr, BT: tl.constexpr, C: tl.constexpr):
-    """(I + A)^-1 for A [C, C] float32 strictly lower triangular, C = NB BT.
+def _unit_lower_inverse(A, C: tl.constexpr, LOG_C: tl.constexpr):
+    """(I + A)^-1 for A [C, C] float32 strictly lower triangular (C = 2^LOG_C), by doubling
+    the diagonal blocks whose inverse is known. A block-lower-triangular matrix inverts as
 
-    The BT x BT diagonal blocks A_d are nilpotent (A_d^16 = 0 for BT = 16), so their inverses
-    T_d = (I - A_d)(I + A_d^2)(I + A_d^4)(I + A_d^8), in 3xTF32 products (about float32's
-    accuracy). With T the block-diagonal matrix of the T_d and N = T A_off (A_off: A's
-    strictly block-lower part, N^NB = 0), (I + A)^-1 = (I + N)^-1 T = sum_m (-N)^m T, by
-    Horner z <- T - N z; N and the Horner products take float16 operands (N and z, the
-    inverse itself, have entries of order 1)."""
-    tl.static_assert(BT == 16)
-    r = tl.arange(0, BT)
-    nb = tl.arange(0, NB)
-    same = nb[:, None, None, None] == nb[None, None, :, None]  # [NB, 1, NB, 1]: a diagonal block
-    blocks = tl.reshape(A, (NB, BT, NB, BT))
-    power = tl.sum(tl.where(same, blocks, 0.0), axis=2)  # A_d [NB, BT, BT]
-    T_d = tl.where(r[None, :, None] == r[None, None, :], 1.0, 0.0) - power
-    for _ in tl.static_range(3):
-        power = tl.dot(power, power, input_precision="tf32x3")
-        T_d += tl.dot(T_d, power, input_precision="tf32x3")
-    A_off = tl.reshape(tl.where(same, 0.0, blocks), (NB, BT, C))
-    N_off = tl.reshape(tl.dot(T_d.to(tl.float16), A_off.to(tl.float16)), (C, C)).to(tl.float16)
-    diagonal = tl.reshape(tl.where(same, tl.reshape(T_d, (NB, BT, 1, BT)), 0.0), (C, C))
-    z = diagonal
-    for _ in tl.static_range(NB - 1):
-        z = diagonal - tl.dot(N_off, z.to(tl.float16))
-    return z
+        [[X, 0], [L, Y]]^-1 = [[X^-1, 0], [-Y^-1 L X^-1, Y^-1]],
+
+    so with T_b the inverse of I + A cut to its diagonal blocks of b rows, and A_b the entries
+    of A inside the diagonal blocks of 2b rows but outside those of b rows (rows i, j whose
+    highest differing bit is bit log2 b):  T_2b = T_b - T_b (A_b T_b).  T_1 = I, so
+    T_2 = I - A_1, then two products per level up to b = C/2. The operands are entries of A
+    and of the inverse itself (of order 1 for the gates' A: no powers of A, whose entries
+    grow), so they go in as float16 with float32 sums; T's entries, once set, never change."""
+    i = tl.arange(0, C)
+    apart = i[:, None] ^ i[None, :]  # its highest set bit: the level at which rows i and j meet
+    inverse = tl.where(apart == 0, 1.0, 0.0) - tl.where(apart == 1, A, 0.0)
+    for bit in tl.static_range(1, LOG_C):
+        part = tl.where((apart >> bit) == 1, A, 0.0).to(tl.float16)
+        inverse16 = inverse.to(tl.float16)
+        inverse -= tl.dot(inverse16, tl.dot(part, inverse16).to(tl.float16))
+    return inverse
 
 
 @triton.jit(do_not_specialize=["T", "N"])
@@ -336,7 +331,7 @@ def _chunk_prep_kernel(
     q_ptr, k_ptr, A_log_ptr, a_ptr, dt_bias_ptr, b_ptr, cu_ptr, tb_ptr, m_ptr, w_ptr, kt_ptr, qt_ptr, ge_ptr,
     flag_ptr, out_ptr, scale, scale_ptr, T, N,
     SINGLE: tl.constexpr, SCALE_FROM_PTR: tl.constexpr, WIDEN_BF16: tl.constexpr, IDX: tl.constexpr,
-    HQ: tl.constexpr, HV: tl.constexpr, D: tl.constexpr, C: tl.constexpr, BT: tl.constexpr, BN: tl.constexpr,
+    HQ: tl.constexpr, HV: tl.constexpr, D: tl.constexpr, C: tl.constexpr, LOG_C: tl.constexpr, BN: tl.constexpr,
 ):
     """One block of C tokens for one value head: every operand of _carry_blocks but U, which
     it makes from v (Tb v). Writes, as contiguous float16 tiles of block-major scratch,
@@ -359,21 +354,22 @@ def _chunk_prep_kernel(
     block_hv = block.to(IDX) * HV + head
     square = block_hv * (C * C) + i[:, None] * C + i[None, :]
     tile = block_hv * (C * D)
+    # The operands that need no inverse first, so that q is dead before it.
+    G = G64.to(tl.float32)
+    k32 = k.to(tl.float32)
     kk = tl.dot(k, tl.trans(k))
     qk = tl.dot(q, tl.trans(k))
     tl.store(m_ptr + square, ((scale * decay) * qk).to(tl.float16))
-    A = tl.where(i[None, :] < i[:, None], beta[:, None] * decay * kk, 0.0)
-    tb = (_unit_lower_inverse(A, C // BT, BT, C) * beta[None, :]).to(tl.float16)
-    tl.store(tb_ptr + square, tb)
-    G = G64.to(tl.float32)
-    k32 = k.to(tl.float32)
-    w = tl.dot(tb, (k32 * tl.exp(G)[:, None]).to(tl.float16))
-    tl.store(w_ptr + tile + i[:, None] * D + offs_d[None, :], w.to(tl.float16))
     tl.store(qt_ptr + tile + i[:, None] * D + offs_d[None, :],
              (q.to(tl.float32) * (scale * tl.exp(G))[:, None]).to(tl.float16))
     tl.store(kt_ptr + tile + offs_d[:, None] * C + i[None, :],
              tl.trans(k32 * tl.exp((G_end64 - G64).to(tl.float32))[:, None]).to(tl.float16))
     tl.store(ge_ptr + block_hv * C + i, tl.exp(G_end64.to(tl.float32)))
+    A = tl.where(i[None, :] < i[:, None], beta[:, None] * decay * kk, 0.0)
+    tb = (_unit_lower_inverse(A, C, LOG_C) * beta[None, :]).to(tl.float16)
+    tl.store(tb_ptr + square, tb)
+    w = tl.dot(tb, (k32 * tl.exp(G)[:, None]).to(tl.float16))
+    tl.store(w_ptr + tile + i[:, None] * D + offs_d[None, :], w.to(tl.float16))
     ok = _cu_seqlens_ok(lower, upper, cu_first, cu_last, cu_ptr, N, T, BN)
     if (block == 0) & (head == 0):
         tl.store(flag_ptr, tl.where(ok, 0.0, float("nan")))
@@ -428,16 +424,18 @@ def _carry_blocks(h, v_ptr, out_ptr, tb_ptr, m_ptr, w_ptr, kt_ptr, qt_ptr, ge_pt
 
 
 @triton.jit
-def _sequence_span(cu_ptr, seq, span, T, S, SINGLE: tl.constexpr, C: tl.constexpr):
+def _sequence_span(cu_ptr, seq, span, T, S, J, SINGLE: tl.constexpr, C: tl.constexpr):
     """(bos, eos, first block, blocks in the span, spans of the sequence) for span `span` of
     sequence `seq` (_bounds): a sequence's blocks, from the one holding its first token, are
-    cut into spans of S blocks; an empty sequence has no span (its span 0 holds no block)."""
+    cut into spans of max(S, ceil(blocks / J)) blocks, so at most J of them; an empty
+    sequence has no span (its span 0 holds no block)."""
     bos, eos = _bounds(cu_ptr, seq, T, SINGLE)
     first = bos // C
     blocks = tl.where(eos > bos, (eos - 1) // C - first + 1, 0)
-    spans = (blocks + S - 1) // S
-    count = tl.maximum(tl.minimum(blocks - span * S, S), 0)
-    return bos, eos, first + span * S, count, spans
+    length = tl.maximum(S, (blocks + J - 1) // J)
+    spans = (blocks + length - 1) // length
+    count = tl.maximum(tl.minimum(blocks - span * length, length), 0)
+    return bos, eos, first + span * length, count, spans
 
 
 @triton.jit
@@ -472,7 +470,7 @@ def _span_summary_kernel(
     piece = pid // (2 * NV * HV)
     seq = piece // (J - 1)
     span = piece % (J - 1)
-    bos, eos, first, count, spans = _sequence_span(cu_ptr, seq, span, T, S, SINGLE, C)
+    bos, eos, first, count, spans = _sequence_span(cu_ptr, seq, span, T, S, J, SINGLE, C)
     is_v = tile < NV
     if (span < spans - 1) & (is_v | (span > 0)):
         offs_d = tl.arange(0, D)
@@ -505,7 +503,7 @@ def _span_fixup_kernel(
     v_tile = tl.program_id(0)
     head = tl.program_id(1)
     seq = tl.program_id(2)
-    bos, eos, first, count, spans = _sequence_span(cu_ptr, seq, 0, T, S, SINGLE, C)
+    bos, eos, first, count, spans = _sequence_span(cu_ptr, seq, 0, T, S, J, SINGLE, C)
     offs_d = tl.arange(0, D)
     cols = v_tile * BV + tl.arange(0, BV)
     if spans > 1:
@@ -539,7 +537,7 @@ def _span_pass_kernel(
     piece = pid // (NV * HV)
     seq = piece // J
     span = piece % J
-    bos, eos, first, count, spans = _sequence_span(cu_ptr, seq, span, T, S, SINGLE, C)
+    bos, eos, first, count, spans = _sequence_span(cu_ptr, seq, span, T, S, J, SINGLE, C)
     if span < tl.maximum(spans, 1):
         offs_d = tl.arange(0, D)
         cols = v_tile * BV + tl.arange(0, BV)
@@ -698,13 +696,15 @@ def _walk_launch(total, num_seqs):
 
 def _span_plan(total, num_seqs):
     """(S, J): blocks per span and spans per sequence at most, for T tokens in N sequences
-    (J = 1: no spans; then S covers any sequence). See SPAN_MIN_TOKENS."""
+    (J = 1: no spans; then S covers any sequence). S and J are the mean sequence's; a longer
+    one takes spans of ceil(its blocks / J) (_sequence_span). See SPAN_MIN_TOKENS."""
     blocks = triton.cdiv(total, CHUNK)
+    mean = triton.cdiv(blocks, max(num_seqs, 1))
     most = min(SPAN_MAX, SPAN_PIECES // num_seqs)
-    if most < 2 or total < SPAN_MIN_TOKENS * num_seqs or blocks < 2 * SPAN_MIN_BLOCKS:
+    if most < 2 or total < SPAN_MIN_TOKENS * num_seqs or mean < 2 * SPAN_MIN_BLOCKS:
         return max(blocks, 1), 1
-    span = max(SPAN_MIN_BLOCKS, triton.cdiv(blocks, most))
-    return span, triton.cdiv(blocks, span)
+    span = max(SPAN_MIN_BLOCKS, triton.cdiv(mean, most))
+    return span, triton.cdiv(mean, span)
 
 
 def _pass_launch(pieces):
@@ -854,7 +854,7 @@ def kernel(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_
         (blocks, NUM_V_HEADS, 1),
         dict(inputs, **operands, m_ptr=s["m"], qt_ptr=s["qt"], out_ptr=output, **scale_args, T=total, N=num_seqs),
         dict(SINGLE=num_seqs == 1, SCALE_FROM_PTR=scale_tensor is not None, WIDEN_BF16=INTERPRETED, IDX=idx,
-             HQ=NUM_Q_HEADS, **heads, C=CHUNK, BT=SUB, BN=_SEQ_BLOCK),
+             HQ=NUM_Q_HEADS, **heads, C=CHUNK, LOG_C=CHUNK.bit_length() - 1, BN=_SEQ_BLOCK),
         _prep_warps(device), device.index)]
     if plan.spans > 1:
         summary, fixup = plan.summary, plan.fixup
