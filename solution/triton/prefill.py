@@ -495,12 +495,12 @@ def _span_summary_kernel(
     span = piece % (J - 1)
     bos, eos, first, count, spans = _sequence_span(cu_ptr, seq, span, T, S, SINGLE, C)
     is_v = tile < NV
-    runs = (span < spans - 1) & (is_v | (span > 0))
-    read = seq
     if POOLED:
         read, _, live, _, _ = pool_slots(read_index_ptr, write_index_ptr, seq, pool_size)
-        runs = runs & live
-    if runs:
+    else:  # a constant: the condition below compiles as if it were not there
+        read = seq
+        live: tl.constexpr = True
+    if (span < spans - 1) & (is_v | (span > 0)) & live:
         offs_d = tl.arange(0, D)
         cols = (tile % NV) * BV + tl.arange(0, BV)
         use_v = cols < is_v.to(tl.int32) * D  # all of them for N's columns, none for P's
@@ -575,24 +575,25 @@ def _span_pass_kernel(
         cols = v_tile * BV + tl.arange(0, BV)
         read = seq
         write = seq
-        live = True
         from_state = span == 0
-        last = span >= spans - 1
         if POOLED:
             read, write, live, writes, fill = pool_slots(read_index_ptr, write_index_ptr, seq, pool_size)
             from_state = from_state & (spans <= 1)
-            last = last & writes
+        else:  # constants: the branches below compile as if they were not there
+            live: tl.constexpr = True
+            writes: tl.constexpr = True
+        read_offs = _state_offsets(read, head, cols[None, :], offs_d[:, None], HV, D)
+        write_offs = _state_offsets(write, head, cols[None, :], offs_d[:, None], HV, D)
         if live:
             if from_state:
-                h = _load_start_state(state_ptr, _state_offsets(read, head, cols[None, :], offs_d[:, None], HV, D),
-                                      bos, eos, flag_ptr, HAS_STATE, POOLED, D, BV)
+                h = _load_start_state(state_ptr, read_offs, bos, eos, flag_ptr, HAS_STATE, POOLED, D, BV)
             else:
                 slot = ((seq * J + span) * HV + head).to(tl.int64) * (D * D)
                 h = tl.load(enter_ptr + slot + cols[None, :] * D + offs_d[:, None])
             h = _carry_blocks(h, v_ptr, out_ptr, tb_ptr, m_ptr, w_ptr, kt_ptr, qt_ptr, ge_ptr, first, count, bos,
                               eos, head, cols, cols < D, True, HV, D, C, STAGES)
-            if last:
-                tl.store(new_state_ptr + _state_offsets(write, head, cols[None, :], offs_d[:, None], HV, D), h)
+            if (span >= spans - 1) & writes:
+                tl.store(new_state_ptr + write_offs, h)
         else:
             _fill_rows(out_ptr, tl.maximum(bos, first * C), tl.minimum(eos, (first + count) * C), head, cols,
                        fill + tl.load(flag_ptr), HV, D)
