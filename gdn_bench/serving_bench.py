@@ -15,6 +15,11 @@ final_state); FlashInfer's gated_delta_rule_mtp as baselines/mtp/fi_baseline cal
 calls of pooled_decode (the same T steps, one launch each, the pool updated in place, no
 buffer). Targets: pooled_mtp no slower than FlashInfer's, and below T calls of pooled decode.
 
+Pooled prefill: solution/triton/prefill.py's pooled_prefill against its kernel() (the contest's
+dense call) on calls of PREFILL_CALLS (token walk, chunked, spans): each sequence's state read
+from a random slot of a pool of 2N + 8 slots and written back in place, against states passed
+densely. Reported beside decode's 3 % target.
+
 Each time is taken two ways (gdn_bench.timing): `<name>_us`, the CUPTI span of one call with a
 cold L2 (first kernel start to last kernel end, median: the contest's measure), and
 `<name>_graph_us`, one replay of the call captured in a CUDA graph (warm L2, CUDA events,
@@ -33,6 +38,8 @@ from gdn_bench.algos import load_solution_file
 from gdn_bench.definitions.decode.definition import DECODE
 from gdn_bench.definitions.mtp.definition import MTP
 from gdn_bench.definitions.mtp.reference import gdn_mtp
+from gdn_bench.definitions.prefill.definition import PREFILL
+from gdn_bench.definitions.prefill.mix import model_like_inputs
 from gdn_bench.shapes import DEFAULT_SCALE, HEAD_SIZE, NUM_Q_HEADS, NUM_V_HEADS
 from gdn_bench.timing import graph_replay_us, kernel_time_us
 
@@ -40,6 +47,8 @@ DECODE_BATCH_SIZES = (1, 4, 8, 16, 32, 48, 64, 128, 256, 512)
 MTP_BATCH_SIZES = (1, 16, 64)
 DRAFT_LENGTHS = (2, 4, 8)
 POOLED_DECODE_TARGET = 1.03  # pooled / dense
+# Prefill calls (sequence lengths): the token walk (the first two), the chunked path, spans (one long sequence).
+PREFILL_CALLS = ((6,), (16,) * 4, (64,), (300,), (75,) * 4, (1024,), (256,) * 4, (4096,), (512,) * 16, (8192,))
 SWEEP_BLOCK_V = (4, 8, 16, 32)
 SWEEP_WARPS = (1, 2, 4)
 DECODE_COLUMNS = (("B", "batch_size", "d"), ("dense µs", "dense_us", ".2f"), ("pooled µs", "pooled_us", ".2f"),
@@ -52,12 +61,23 @@ MTP_COLUMNS = (("B", "batch_size", "d"), ("T", "seq_len", "d"), ("ours µs", "ou
                ("ours graph", "ours_graph_us", ".2f"), ("FI graph", "fi_graph_us", ".2f"),
                ("T×dec graph", "decode_steps_graph_us", ".2f"), ("out err", "out_rel_err", ".1e"),
                ("FI err", "fi_out_rel_err", ".1e"))
+PREFILL_COLUMNS = (("call", "call", ""), ("dense µs", "dense_us", ".2f"), ("pooled µs", "pooled_us", ".2f"),
+                   ("pool/dense", "pooled_vs_dense", ".3f"), ("dense graph", "dense_graph_us", ".2f"),
+                   ("pool graph", "pooled_graph_us", ".2f"), ("same bits", "same_as_dense", ""))
 
 
 def load_submissions():
     """(kernel.py, mtp.py) of the project checkout, as modules."""
     return (load_solution_file(DECODE.submission_entry(), "gdn_decode_submission"),
             load_solution_file(MTP.submission_entry(), "gdn_mtp_submission"))
+
+
+def call_name(lengths) -> str:
+    """A prefill call's name, as the prefill tables write it: N × L for N sequences of L tokens,
+    else the lengths."""
+    if len(set(lengths)) == 1:
+        return f"{len(lengths)} × {lengths[0]}"
+    return "[" + ", ".join(map(str, lengths)) + "]"
 
 
 def flashinfer_gdn():
@@ -132,6 +152,32 @@ def pooled_decode_row(dec, fi, batch: int) -> dict:
     return row
 
 
+def pooled_prefill_row(pre, lengths) -> dict:
+    """One prefill call: the contest's kernel() on states gathered from the pool and
+    pooled_prefill on the pool itself (in place), µs; whether they agree bit for bit."""
+    num_seqs = len(lengths)
+    gen = torch.Generator(device="cuda").manual_seed(sum(lengths) + num_seqs)
+    x = model_like_inputs(list(lengths), gen, "cuda", with_state=False)
+    q, k, v, A_log, a, dt_bias, b, cu_seqlens = (x[n] for n in ("q", "k", "v", "A_log", "a", "dt_bias", "b",
+                                                                "cu_seqlens"))
+    pool_size = 2 * num_seqs + 8
+    pool = torch.randn(pool_size, NUM_V_HEADS, HEAD_SIZE, HEAD_SIZE, generator=gen, device="cuda")
+    slots = torch.randperm(pool_size, generator=gen, device="cuda")[:num_seqs].to(torch.int32)
+    state = pool[slots.long()].clone()
+    new_state, out = torch.empty_like(state), torch.empty_like(v)
+    dense_out, pooled_out, check_pool = torch.empty_like(v), torch.empty_like(v), pool.clone()
+    pre.kernel(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, DEFAULT_SCALE, dense_out, new_state)
+    pre.pooled_prefill(q, k, v, check_pool, slots, A_log, a, dt_bias, b, cu_seqlens, DEFAULT_SCALE, pooled_out)
+    row = {"call": call_name(lengths), "same_as_dense": bool(torch.equal(dense_out, pooled_out)
+                                                            and torch.equal(new_state, check_pool[slots.long()]))}
+    timed(row, "dense", lambda: pre.kernel(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, DEFAULT_SCALE, out,
+                                           new_state))
+    timed(row, "pooled", lambda: pre.pooled_prefill(q, k, v, pool, slots, A_log, a, dt_bias, b, cu_seqlens,
+                                                    DEFAULT_SCALE, out))
+    row["pooled_vs_dense"] = row["pooled_us"] / row["dense_us"]
+    return row
+
+
 def _baseline(row: dict, name: str, fn) -> None:
     """timed(), or row[name_note] with the reason when the baseline fails to run."""
     try:
@@ -188,14 +234,17 @@ def mtp_row(dec, mtp, fi, batch: int, steps: int) -> dict:
 
 
 def bench(decode_batch_sizes=DECODE_BATCH_SIZES, mtp_batch_sizes=MTP_BATCH_SIZES,
-          draft_lengths=DRAFT_LENGTHS) -> dict:
-    """{"pooled_decode": rows per batch size, "mtp": rows per (B, T)} (see the module docstring)."""
+          draft_lengths=DRAFT_LENGTHS, prefill_calls=PREFILL_CALLS) -> dict:
+    """{"pooled_decode": rows per batch size, "mtp": rows per (B, T), "pooled_prefill": rows
+    per call} (see the module docstring)."""
     dec, mtp = load_submissions()
+    pre = load_solution_file(PREFILL.submission_entry(), "gdn_prefill_submission")
     fi = flashinfer_gdn()
     decode_rows = [pooled_decode_row(dec, fi, batch) for batch in tqdm(decode_batch_sizes, desc="pooled decode")]
     shapes = [(batch, steps) for batch in mtp_batch_sizes for steps in draft_lengths]
     mtp_rows = [mtp_row(dec, mtp, fi, batch, steps) for batch, steps in tqdm(shapes, desc="mtp")]
-    return {"pooled_decode": decode_rows, "mtp": mtp_rows}
+    prefill_rows = [pooled_prefill_row(pre, lengths) for lengths in tqdm(prefill_calls, desc="pooled prefill")]
+    return {"pooled_decode": decode_rows, "mtp": mtp_rows, "pooled_prefill": prefill_rows}
 
 
 def mtp_sweep(mtp_batch_sizes=MTP_BATCH_SIZES, draft_lengths=DRAFT_LENGTHS) -> list[dict]:
@@ -238,8 +287,14 @@ def format_rows(rows: list[dict], columns) -> str:
 
 def notes(rows: list[dict]) -> list[str]:
     """The `_note` entries of the rows (calls that could not be captured, baselines that did not run)."""
-    return [f"{'B=%d' % row['batch_size']}{' T=%d' % row['seq_len'] if 'seq_len' in row else ''} {key[:-5]}: {value}"
-            for row in rows for key, value in row.items() if key.endswith("_note")]
+    return [f"{_label(row)} {key[:-5]}: {value}" for row in rows for key, value in row.items() if key.endswith("_note")]
+
+
+def _label(row: dict) -> str:
+    """A row's shape: B (and T) for decode and MTP, the call for prefill."""
+    if "call" in row:
+        return row["call"]
+    return f"B={row['batch_size']}" + (f" T={row['seq_len']}" if "seq_len" in row else "")
 
 
 def verdicts(result: dict) -> list[str]:
@@ -258,4 +313,10 @@ def verdicts(result: dict) -> list[str]:
         lines.append("MTP no slower than FlashInfer's: not measured (FlashInfer did not run)")
     slower = [f"B={r['batch_size']} T={r['seq_len']}" for r in mtp if r["ours_vs_decode_steps"] >= 1]
     lines.append(f"MTP below T calls of pooled decode: {'met' if not slower else 'missed at ' + ', '.join(slower)}")
+    prefill = result.get("pooled_prefill")
+    if prefill:
+        worst = max(prefill, key=lambda r: r["pooled_vs_dense"])
+        lines.append(f"pooled prefill within {POOLED_DECODE_TARGET - 1:.0%} of dense on every call (decode's target): "
+                     f"{'met' if worst['pooled_vs_dense'] <= POOLED_DECODE_TARGET else 'missed'} "
+                     f"(worst {worst['call']}: {worst['pooled_vs_dense']:.3f})")
     return lines

@@ -1,9 +1,11 @@
 """The serving entry points against their targets, on a GPU: pooled decode against dense decode
 at every batch size, and MTP (T = 2, 4, 8; B = 1, 16, 64) against FlashInfer's MTP and T calls
-of pooled decode; CUPTI span (cold L2) and CUDA-graph replay, µs (gdn_bench/serving_bench.py).
+of pooled decode, and pooled prefill against the contest's prefill (token walk, chunked, spans);
+CUPTI span (cold L2) and CUDA-graph replay, µs (gdn_bench/serving_bench.py).
 
     python scripts/bench_serving.py [--batch-sizes 1,4,...] [--mtp-batch-sizes 1,16,64] [--draft-lengths 2,4,8]
     python scripts/bench_serving.py --mtp-sweep     # also every (BV, warps) for mtp.py's LAUNCH_TABLE
+    python scripts/bench_serving.py --prefill-calls "6;75,75,75,75;8192"   # prefill calls by sequence lengths
 
 Writes bench_serving.json under --out (default results/bench_serving).
 """
@@ -17,11 +19,16 @@ import torch
 from gdn_bench.arguments import add_root_argument, chosen_project, output_folder, positive_ints
 from gdn_bench.paths import checkout_of
 from gdn_bench.serving_bench import (DECODE_BATCH_SIZES, DECODE_COLUMNS, DRAFT_LENGTHS, MTP_BATCH_SIZES, MTP_COLUMNS,
-                                     bench, format_rows, mtp_sweep, notes, verdicts)
+                                     PREFILL_CALLS, PREFILL_COLUMNS, bench, format_rows, mtp_sweep, notes, verdicts)
 
 
 def _listed(values) -> str:
     return ",".join(map(str, values))
+
+
+def _calls(text: str) -> list[tuple]:
+    """Prefill calls from '6;16,16,16,16;8192': each call's sequence lengths, calls split by ';'."""
+    return [tuple(positive_ints(call)) for call in text.split(";")]
 
 
 def main(argv=None) -> int:
@@ -32,6 +39,9 @@ def main(argv=None) -> int:
                         help=f"MTP's batch sizes (default {_listed(MTP_BATCH_SIZES)})")
     parser.add_argument("--draft-lengths", type=positive_ints, default=list(DRAFT_LENGTHS),
                         help=f"MTP's tokens per row (default {_listed(DRAFT_LENGTHS)})")
+    parser.add_argument("--prefill-calls", type=_calls, default=list(PREFILL_CALLS),
+                        help="pooled prefill's calls, each its sequence lengths, calls split by ';' "
+                             f"(default {';'.join(_listed(c) for c in PREFILL_CALLS)})")
     parser.add_argument("--mtp-sweep", action="store_true",
                         help="also time pooled_mtp under every (BV, warps) launch row, per (B, T)")
     parser.add_argument("--out", type=output_folder, default="results/bench_serving", help="output folder")
@@ -41,7 +51,7 @@ def main(argv=None) -> int:
     if not torch.cuda.is_available():
         print("bench_serving: error: needs a CUDA GPU (CUPTI timing, CUDA graphs)", file=sys.stderr)
         return 2
-    result = bench(args.batch_sizes, args.mtp_batch_sizes, args.draft_lengths)
+    result = bench(args.batch_sizes, args.mtp_batch_sizes, args.draft_lengths, args.prefill_calls)
     if args.mtp_sweep:
         result["mtp_sweep"] = mtp_sweep(args.mtp_batch_sizes, args.draft_lengths)
     gpu = torch.cuda.get_device_name()
@@ -51,10 +61,12 @@ def main(argv=None) -> int:
     print("\nMTP: ours = pooled_mtp (buffer written, pool not updated); contest = kernel() (+ pool copied into "
           "final_state); FI = gated_delta_rule_mtp; T×dec = T calls of pooled_decode:")
     print(format_rows(result["mtp"], MTP_COLUMNS))
+    print("\npooled prefill (in place, 2N + 8 pool slots) against the contest's prefill (dense states):")
+    print(format_rows(result["pooled_prefill"], PREFILL_COLUMNS))
     for row in result.get("mtp_sweep", []):
         fastest = ", ".join(f"BV={t['block_v']} w={t['warps']}: {t['us']:.2f}" for t in row["times_us"][:3])
         print(f"sweep B={row['batch_size']} T={row['seq_len']}: {fastest} µs")
-    print("", *notes(result["pooled_decode"] + result["mtp"]), *verdicts(result), sep="\n")
+    print("", *notes(result["pooled_decode"] + result["mtp"] + result["pooled_prefill"]), *verdicts(result), sep="\n")
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "bench_serving.json"
     path.write_text(json.dumps({"gpu": gpu, **result}, indent=2))

@@ -29,7 +29,8 @@ import triton
 import triton.language as tl
 
 from .shared import (HEAD_SIZE, NUM_Q_HEADS, NUM_V_HEADS, Launcher, LaunchRow, delta_rule_step, expect, expect_all,
-                     expect_indices, expect_pool, launch_config, scale_value, softplus)
+                     expect_indices, expect_pool, expect_write_indices, launch_config, pool_slots, scale_value,
+                     softplus)
 
 # Launch configuration per batch size, rows in increasing max_batch. Rewritten by
 # scripts/tune_launch.py --write from a sweep on a GPU.
@@ -64,22 +65,16 @@ def _gdn_decode_kernel(
     beta = 1.0 / (1.0 + tl.exp(-tl.load(b_ptr + bh).to(tl.float32)))
 
     if POOLED:  # state_ptr and new_state_ptr are the pool [pool_size, HV, D, D]: see pooled_decode
-        read = tl.load(read_index_ptr + batch).to(tl.int64)
-        write = tl.load(write_index_ptr + batch).to(tl.int64)
-        padding = read < 0
-        reads = (read >= 0) & (read < pool_size) & (write < pool_size)  # a slot past the pool: NaN out
-        writes = reads & (write >= 0)
+        read, write, reads, writes, fill = pool_slots(read_index_ptr, write_index_ptr, batch, pool_size)
         tile_offs = offs_v[:, None] * D + offs_k[None, :]
         # Whole-tile masks, as comparisons of the row offsets (Triton's interpreter cannot broadcast
         # a scalar mask), constant along K so that loads and stores stay vectorized.
         read_mask = offs_v[:, None] < tl.where(reads, D, 0)
         write_mask = offs_v[:, None] < tl.where(writes, D, 0)
-        s = tl.load(state_ptr + (tl.where(reads, read, 0) * HV + head) * (D * D) + tile_offs, mask=read_mask,
-                    other=0.0)
+        s = tl.load(state_ptr + (read * HV + head) * (D * D) + tile_offs, mask=read_mask, other=0.0)
         out, s_new = delta_rule_step(s, q, k, v, g, beta, scale)
-        tl.store(new_state_ptr + (tl.where(writes, write, 0) * HV + head) * (D * D) + tile_offs, s_new,
-                 mask=write_mask)
-        out = tl.where(reads, out, tl.where(padding, 0.0, float("nan")))
+        tl.store(new_state_ptr + (write * HV + head) * (D * D) + tile_offs, s_new, mask=write_mask)
+        out = tl.where(reads, out, fill)
     else:
         s_offs = bh.to(tl.int64) * (D * D) + offs_v[:, None] * D + offs_k[None, :]
         if HAS_STATE:
@@ -207,9 +202,7 @@ def pooled_decode(q, k, v, state_pool, read_indices, A_log, a, dt_bias, b, scale
     for name, t, index in (("A_log", A_log, 4), ("a", a, 5), ("dt_bias", dt_bias, 6), ("b", b, 7),
                            ("output", output, 8)):
         expect(name, t, *expected[index], device)
-    if write_indices is None:
-        write_indices = read_indices
-    expect("write_indices", write_indices, torch.Size((batch,)), index_dtype, device)
+    write_indices = expect_write_indices(write_indices, read_indices)
     scale = scale_value(scale)
     if batch == 0:
         return

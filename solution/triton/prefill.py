@@ -83,7 +83,8 @@ import torch
 import triton
 import triton.language as tl
 
-from .shared import HEAD_SIZE, INTERPRETED, NUM_Q_HEADS, NUM_V_HEADS, Launcher, expect_all, scale_value, softplus
+from .shared import (HEAD_SIZE, INTERPRETED, NUM_Q_HEADS, NUM_V_HEADS, Launcher, expect, expect_all, expect_indices,
+                     expect_pool, expect_write_indices, pool_slots, scale_value, softplus)
 
 # --- Tuning surface: every setting and launch table, chosen in _plan ----------------------
 # Measured on H100 and H200 (docs/perf.md, prefill items 17-18).
@@ -222,9 +223,22 @@ def _mark_rows(out_ptr, lo, hi, head, cols, HV: tl.constexpr, D: tl.constexpr):
     The token walk marks the rows it wrote (after writing them, so its NaN comes last) and,
     as program p of P by grid position, the p-th of P even parts of the T tokens
     (_even_part); the prep marks its block's rows before the walks write any."""
-    nan = tl.where(cols >= 0, float("nan"), 0.0).to(out_ptr.dtype.element_ty)
+    _fill_rows(out_ptr, lo, hi, head, cols, float("nan"), HV, D)
+
+
+@triton.jit
+def _fill_rows(out_ptr, lo, hi, head, cols, value, HV: tl.constexpr, D: tl.constexpr):
+    """`value` into the output rows lo <= t < hi, value head `head`, columns `cols`."""
+    fill = tl.where(cols >= 0, value, 0.0).to(out_ptr.dtype.element_ty)
     for t in range(lo, hi):
-        tl.store(out_ptr + (t * HV + head) * D + cols, nan)
+        tl.store(out_ptr + (t * HV + head) * D + cols, fill)
+
+
+@triton.jit
+def _state_offsets(row, head, v_offs, k_offs, HV: tl.constexpr, D: tl.constexpr):
+    """Element offsets of state[row, head][v_offs, k_offs] in a [rows, HV, D, D] tensor of K-last
+    states (v_offs and k_offs broadcast against each other), in int64."""
+    return ((row * HV + head) * D + v_offs).to(tl.int64) * D + k_offs
 
 
 @triton.jit
@@ -439,22 +453,26 @@ def _sequence_span(cu_ptr, seq, span, T, S, J, SINGLE: tl.constexpr, C: tl.const
 
 
 @triton.jit
-def _load_start_state(state_ptr, s_offs, bos, eos, flag_ptr, HAS_STATE: tl.constexpr, D: tl.constexpr,
-                      BV: tl.constexpr):
+def _load_start_state(state_ptr, s_offs, bos, eos, flag_ptr, HAS_STATE: tl.constexpr, POOLED: tl.constexpr,
+                      D: tl.constexpr, BV: tl.constexpr):
     """A sequence's initial H columns: its state (transposed view), or zero without one or
     for an empty sequence (which must end at zero); plus the prep's flag (0, or NaN for a
-    malformed cu_seqlens: then every state and output made from it is NaN)."""
+    malformed cu_seqlens: then every state and output made from it is NaN). POOLED: s_offs
+    point into a pool slot, which an empty sequence keeps (its final state is its initial one)."""
     if HAS_STATE:
         h = tl.load(state_ptr + s_offs)
     else:
         h = tl.zeros([D, BV], dtype=tl.float32)
-    return tl.where(eos > bos, h, 0.0) + tl.load(flag_ptr)
+    if not POOLED:
+        h = tl.where(eos > bos, h, 0.0)
+    return h + tl.load(flag_ptr)
 
 
-@triton.jit(do_not_specialize=["T", "J", "S"])
+@triton.jit(do_not_specialize=["T", "J", "S", "pool_size"])
 def _span_summary_kernel(
-    state_ptr, cu_ptr, v_ptr, tb_ptr, w_ptr, kt_ptr, ge_ptr, flag_ptr, span_n_ptr, span_p_ptr, T, J, S,
-    SINGLE: tl.constexpr, HAS_STATE: tl.constexpr, HV: tl.constexpr, D: tl.constexpr,
+    state_ptr, cu_ptr, v_ptr, tb_ptr, w_ptr, kt_ptr, ge_ptr, flag_ptr, span_n_ptr, span_p_ptr, enter_ptr,
+    read_index_ptr, write_index_ptr, T, J, S, pool_size,
+    SINGLE: tl.constexpr, HAS_STATE: tl.constexpr, POOLED: tl.constexpr, HV: tl.constexpr, D: tl.constexpr,
     C: tl.constexpr, BV: tl.constexpr, STAGES: tl.constexpr,
 ):
     """One (sequence, span but its last, value head, BV of the 2D columns [V | K]): the span's
@@ -462,7 +480,10 @@ def _span_summary_kernel(
     float32 to span_n, P [D, D] in float16 (only an operand of products) to span_p. N from the
     zero state and P from the identity, both by _carry_blocks; span 0 starts from the
     sequence's state instead, so its N is already the state entering span 1 (and its P is not
-    needed)."""
+    needed). POOLED (pooled_prefill): that state is the sequence's read slot of the pool
+    state_ptr (a sequence that is not live is skipped), and span 0 also copies it to enter
+    slot (sequence J), where the pass's span 0 reads it: the pass's last span may rewrite the
+    slot in the meantime."""
     pid = tl.program_id(0)
     NV: tl.constexpr = D // BV
     tile = pid % (2 * NV)
@@ -472,13 +493,20 @@ def _span_summary_kernel(
     span = piece % (J - 1)
     bos, eos, first, count, spans = _sequence_span(cu_ptr, seq, span, T, S, J, SINGLE, C)
     is_v = tile < NV
-    if (span < spans - 1) & (is_v | (span > 0)):
+    if POOLED:
+        read, _, live, _, _ = pool_slots(read_index_ptr, write_index_ptr, seq, pool_size)
+    else:  # a constant: the condition below compiles as if it were not there
+        read = seq
+        live: tl.constexpr = True
+    if (span < spans - 1) & (is_v | (span > 0)) & live:
         offs_d = tl.arange(0, D)
         cols = (tile % NV) * BV + tl.arange(0, BV)
         use_v = cols < is_v.to(tl.int32) * D  # all of them for N's columns, none for P's
         if span == 0:
-            h = _load_start_state(state_ptr, ((seq * HV + head) * D + cols[None, :]).to(tl.int64) * D + offs_d[:, None],
-                                  bos, eos, flag_ptr, HAS_STATE, D, BV)
+            h = _load_start_state(state_ptr, _state_offsets(read, head, cols[None, :], offs_d[:, None], HV, D),
+                                  bos, eos, flag_ptr, HAS_STATE, POOLED, D, BV)
+            if POOLED:
+                tl.store(enter_ptr + _state_offsets(seq * J, head, cols[None, :], offs_d[:, None], HV, D), h)
         else:
             h = tl.where((offs_d[:, None] == cols[None, :]) & (tile >= NV), 1.0, 0.0)
         h = _carry_blocks(h, v_ptr, v_ptr, tb_ptr, tb_ptr, w_ptr, kt_ptr, kt_ptr, ge_ptr, first, count, bos, eos,
@@ -518,18 +546,20 @@ def _span_fixup_kernel(
             tl.store(enter_ptr + slot + HV * (D * D) + cols[None, :] * D + offs_d[:, None], h)
 
 
-@triton.jit(do_not_specialize=["T", "J", "S"])
+@triton.jit(do_not_specialize=["T", "J", "S", "pool_size"])
 def _span_pass_kernel(
     state_ptr, cu_ptr, v_ptr, tb_ptr, m_ptr, w_ptr, kt_ptr, qt_ptr, ge_ptr, flag_ptr, enter_ptr, out_ptr, new_state_ptr,
-    T, J, S, SINGLE: tl.constexpr, HAS_STATE: tl.constexpr, HV: tl.constexpr, D: tl.constexpr, C: tl.constexpr,
-    BV: tl.constexpr, STAGES: tl.constexpr,
+    read_index_ptr, write_index_ptr, T, J, S, pool_size, SINGLE: tl.constexpr, HAS_STATE: tl.constexpr,
+    POOLED: tl.constexpr, HV: tl.constexpr, D: tl.constexpr, C: tl.constexpr, BV: tl.constexpr, STAGES: tl.constexpr,
 ):
     """One (sequence, span, value head, BV columns of V): the span's outputs by _carry_blocks,
     from the sequence's state (span 0) or the state the fix-up found entering the span; the
     last span writes new_state (an empty sequence's span 0: zero). With J = 1 every sequence
     is one span and this is the whole state pass. A malformed cu_seqlens: the prep's flag
     makes every state NaN (_load_start_state), so every output and new_state this writes is
-    NaN."""
+    NaN. POOLED (pooled_prefill): state_ptr and new_state_ptr are the pool; a sequence starts
+    from its read slot (span 0 of several: from the summary's copy of it) and its last span
+    writes its write slot; a sequence that is not live (pool_slots) writes its rows' fill."""
     pid = tl.program_id(0)
     NV: tl.constexpr = D // BV
     v_tile = pid % NV
@@ -541,16 +571,30 @@ def _span_pass_kernel(
     if span < tl.maximum(spans, 1):
         offs_d = tl.arange(0, D)
         cols = v_tile * BV + tl.arange(0, BV)
-        s_offs = ((seq * HV + head) * D + cols[None, :]).to(tl.int64) * D + offs_d[:, None]
-        if span == 0:
-            h = _load_start_state(state_ptr, s_offs, bos, eos, flag_ptr, HAS_STATE, D, BV)
+        read = seq
+        write = seq
+        from_state = span == 0
+        if POOLED:
+            read, write, live, writes, fill = pool_slots(read_index_ptr, write_index_ptr, seq, pool_size)
+            from_state = from_state & (spans <= 1)
+        else:  # constants: the branches below compile as if they were not there
+            live: tl.constexpr = True
+            writes: tl.constexpr = True
+        read_offs = _state_offsets(read, head, cols[None, :], offs_d[:, None], HV, D)
+        write_offs = _state_offsets(write, head, cols[None, :], offs_d[:, None], HV, D)
+        if live:
+            if from_state:
+                h = _load_start_state(state_ptr, read_offs, bos, eos, flag_ptr, HAS_STATE, POOLED, D, BV)
+            else:
+                slot = ((seq * J + span) * HV + head).to(tl.int64) * (D * D)
+                h = tl.load(enter_ptr + slot + cols[None, :] * D + offs_d[:, None])
+            h = _carry_blocks(h, v_ptr, out_ptr, tb_ptr, m_ptr, w_ptr, kt_ptr, qt_ptr, ge_ptr, first, count, bos,
+                              eos, head, cols, cols < D, True, HV, D, C, STAGES)
+            if (span >= spans - 1) & writes:
+                tl.store(new_state_ptr + write_offs, h)
         else:
-            slot = ((seq * J + span) * HV + head).to(tl.int64) * (D * D)
-            h = tl.load(enter_ptr + slot + cols[None, :] * D + offs_d[:, None])
-        h = _carry_blocks(h, v_ptr, out_ptr, tb_ptr, m_ptr, w_ptr, kt_ptr, qt_ptr, ge_ptr, first, count, bos, eos,
-                          head, cols, cols < D, True, HV, D, C, STAGES)
-        if span >= spans - 1:
-            tl.store(new_state_ptr + s_offs, h)
+            _fill_rows(out_ptr, tl.maximum(bos, first * C), tl.minimum(eos, (first + count) * C), head, cols,
+                       fill + tl.load(flag_ptr), HV, D)
 
 
 # --- Token walk: short calls, the recurrence token by token -----------------------------------
@@ -583,12 +627,12 @@ def _element(vector, j, CT: tl.constexpr):
     return tl.sum(tl.where(tl.arange(0, CT) == j, vector, 0.0), axis=0)
 
 
-@triton.jit(do_not_specialize=["T", "N"])
+@triton.jit(do_not_specialize=["T", "N", "pool_size"])
 def _token_walk_kernel(
     q_ptr, k_ptr, v_ptr, state_ptr, A_log_ptr, a_ptr, dt_bias_ptr, b_ptr, cu_ptr, out_ptr, new_state_ptr,
-    scale, scale_ptr, T, N,
-    HAS_STATE: tl.constexpr, SCALE_FROM_PTR: tl.constexpr, HQ: tl.constexpr, HV: tl.constexpr, D: tl.constexpr,
-    BV: tl.constexpr, BN: tl.constexpr, CT: tl.constexpr,
+    read_index_ptr, write_index_ptr, scale, scale_ptr, T, N, pool_size,
+    HAS_STATE: tl.constexpr, SCALE_FROM_PTR: tl.constexpr, POOLED: tl.constexpr, HQ: tl.constexpr,
+    HV: tl.constexpr, D: tl.constexpr, BV: tl.constexpr, BN: tl.constexpr, CT: tl.constexpr,
 ):
     """One (BV rows of S, sequence and value head): the recurrence token by token, as decode
     does it, with the S rows in float32 registers (S = state, K last):
@@ -603,7 +647,10 @@ def _token_walk_kernel(
     is its dependent chain. The first tile's loads go out before the bounds are known, at the
     token where an even split of T would put the sequence (_even_part), and are made again
     only if the sequence starts elsewhere. A malformed cu_seqlens: NaN in new_state, in the
-    rows the program wrote and in those of its even part (_mark_rows)."""
+    rows the program wrote and in those of its even part (_mark_rows). POOLED (pooled_prefill):
+    state_ptr and new_state_ptr are the pool, the tile is read from the sequence's read slot
+    and written to its write slot (pool_slots; an empty sequence copies it unchanged), and a
+    sequence that is not live writes its fill as outputs."""
     v_tile = tl.program_id(0)
     seq = tl.program_id(1) // HV
     head = tl.program_id(1) % HV
@@ -613,9 +660,18 @@ def _token_walk_kernel(
     q, k, v, a, b = _token_tile(q_ptr, k_ptr, v_ptr, a_ptr, b_ptr, guess, T, head, offs_k, cols, HQ, HV, D, CT)
     bos, eos = _bounds(cu_ptr, seq, T, False)
     lower, upper, cu_first, cu_last = _cu_seqlens_load(cu_ptr, N, BN)
-    s_offs = ((seq * HV + head) * D + cols[:, None]).to(tl.int64) * D + offs_k[None, :]
-    if HAS_STATE:
-        s = tl.load(state_ptr + s_offs)
+    read_offs = _state_offsets(seq, head, cols[:, None], offs_k[None, :], HV, D)
+    write_offs = read_offs
+    write_mask = None
+    if POOLED:
+        read, write, live, writes, fill = pool_slots(read_index_ptr, write_index_ptr, seq, pool_size)
+        read_offs = _state_offsets(read, head, cols[:, None], offs_k[None, :], HV, D)
+        write_offs = _state_offsets(write, head, cols[:, None], offs_k[None, :], HV, D)
+        # Whole-tile masks as comparisons of the row offsets (the interpreter cannot broadcast a scalar mask).
+        write_mask = cols[:, None] < tl.where(writes, D, 0)
+        s = tl.load(state_ptr + read_offs, mask=cols[:, None] < tl.where(live, D, 0), other=0.0)
+    elif HAS_STATE:
+        s = tl.load(state_ptr + read_offs)
     else:
         s = tl.zeros([BV, D], dtype=tl.float32)
     rate = -tl.exp(tl.load(A_log_ptr + head))
@@ -637,11 +693,14 @@ def _token_walk_kernel(
                 g_t = _element(g, j, CT)
                 delta = _element(beta, j, CT) * (_row(v_c, j, CT) - g_t * tl.sum(s * k_t[None, :], axis=1))
                 o = scale * (g_t * tl.sum(s * q_t[None, :], axis=1) + _element(qk, j, CT) * delta)
+                if POOLED:
+                    o = tl.where(live, o, fill)
                 tl.store(out_ptr + ((start + j) * HV + head) * D + cols, o.to(out_ptr.dtype.element_ty))
                 s = g_t * s + delta[:, None] * k_t[None, :]
     ok = _cu_seqlens_ok(lower, upper, cu_first, cu_last, cu_ptr, N, T, BN)
-    s = tl.where(eos > bos, s, 0.0)  # an empty sequence ends at zero
-    tl.store(new_state_ptr + s_offs, tl.where(ok, s, float("nan")))
+    if not POOLED:
+        s = tl.where(eos > bos, s, 0.0)  # an empty sequence ends at zero
+    tl.store(new_state_ptr + write_offs, tl.where(ok, s, float("nan")), mask=write_mask)
     if not ok:
         _mark_rows(out_ptr, bos, eos, head, cols, HV, D)
         _mark_rows(out_ptr, guess, guess_end, head, cols, HV, D)
@@ -749,16 +808,21 @@ def _expected(total, num_seqs):
 
 def _check(tensors):
     """(T, N, device) from q and cu_seqlens; ValueError naming the first bad argument."""
-    q, cu_seqlens = tensors[0], tensors[_ARG_NAMES.index("cu_seqlens")]
+    total, num_seqs, device = _sizes(tensors[0], tensors[_ARG_NAMES.index("cu_seqlens")])
+    expect_all(_ARG_NAMES, tensors, _expected(total, num_seqs), device)
+    return total, num_seqs, device
+
+
+def _sizes(q, cu_seqlens):
+    """(T, N, device) from q [T, 4, 128] and cu_seqlens [N + 1]; ValueError naming the first of
+    them that is not a tensor of that rank."""
     if not isinstance(q, torch.Tensor) or q.dim() != 3:
         got = f"shape {list(q.shape)}" if isinstance(q, torch.Tensor) else type(q).__name__
         raise ValueError(f"q: expected a [T, {NUM_Q_HEADS}, {HEAD_SIZE}] tensor, got {got}")
     if not isinstance(cu_seqlens, torch.Tensor) or cu_seqlens.dim() != 1 or cu_seqlens.numel() == 0:
         got = f"shape {list(cu_seqlens.shape)}" if isinstance(cu_seqlens, torch.Tensor) else type(cu_seqlens).__name__
         raise ValueError(f"cu_seqlens: expected a 1-D tensor [N + 1], got {got}")
-    total, num_seqs, device = q.shape[0], cu_seqlens.shape[0] - 1, q.device
-    expect_all(_ARG_NAMES, tensors, _expected(total, num_seqs), device)
-    return total, num_seqs, device
+    return q.shape[0], cu_seqlens.shape[0] - 1, q.device
 
 
 def _resolve_scale(scale, device):
@@ -813,6 +877,10 @@ def _scratch(blocks, num_seqs, spans, device):
     return buffers
 
 
+# kernel()'s index arguments of the kernels: none (they then compile without POOLED's code).
+_NOT_POOLED = dict(read_index_ptr=None, write_index_ptr=None, pool_size=None)
+
+
 def kernel(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_state):
     """DPS entry point: writes `output` [T,8,128] bf16 and `new_state` [N,8,128,128] f32.
 
@@ -827,8 +895,59 @@ def kernel(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_
     tensors = (q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, output, new_state)
     total, num_seqs, device = _check(tensors)
     scale_float, scale_tensor = _resolve_scale(scale, device)
-    if num_seqs == 0:
-        return
+    if num_seqs > 0:
+        _launch_call(tensors, total, num_seqs, device, scale_float, scale_tensor, _NOT_POOLED)
+
+
+def pooled_prefill(q, k, v, state_pool, read_indices, A_log, a, dt_bias, b, cu_seqlens, scale, output,
+                   write_indices=None):
+    """Prefill over a state pool, as a serving engine calls it: sequence n starts from
+    S = state_pool[read_indices[n]] and its final state goes to state_pool[write_indices[n]]
+    (write_indices None: read_indices, an update in place). Writes `output` [T,8,128] bf16.
+    The arguments are kernel()'s with `state` replaced by the pool [P,8,128,128] f32 and
+    read_indices [N] (int32 or int64), and `new_state` by write_indices [N] (read_indices'
+    dtype): the names and conventions of pooled_decode (kernel.py).
+
+    Index conventions (shared.pool_slots): a negative read index marks a padding sequence: its
+    outputs are zeroed and no slot is read or written. A negative write index alone keeps the
+    sequence's outputs and writes no state. An index >= P cannot be raised without waiting on
+    the device: that sequence's outputs are NaN and no slot is touched. An empty sequence's
+    final state is its initial one (copied to its write slot; kernel() zeroes it, as the
+    contest's definition does). Sequences must not share a write slot, nor write a slot
+    another sequence reads (the order of sequences is not defined); in place is safe.
+
+    The same kernels and plan as kernel() (their POOLED variant adds the index loads, the
+    slot offsets and the padding fill; a sequence of several spans reads its slot once, in
+    the summary, which copies it to scratch). No host synchronization, so a CUDA graph can
+    capture it (with a number or a device tensor as scale): the token walk allocates nothing,
+    the chunked path its scratch, from torch's allocator. A malformed cu_seqlens gives NaN as
+    in kernel(), in the outputs and in every slot written. Raises ValueError naming the first
+    bad argument.
+    """
+    total, num_seqs, device = _sizes(q, cu_seqlens)
+    expected = dict(zip(_ARG_NAMES, _expected(total, num_seqs)))
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        expect(name, t, *expected[name], device)
+    pool_size = expect_pool("state_pool", state_pool, device)
+    expect_indices("read_indices", read_indices, num_seqs, device)
+    for name, t in (("A_log", A_log), ("a", a), ("dt_bias", dt_bias), ("b", b), ("cu_seqlens", cu_seqlens),
+                    ("output", output)):
+        expect(name, t, *expected[name], device)
+    write_indices = expect_write_indices(write_indices, read_indices)
+    scale_float, scale_tensor = _resolve_scale(scale, device)
+    if num_seqs > 0:
+        _launch_call((q, k, v, state_pool, A_log, a, dt_bias, b, cu_seqlens, output, state_pool), total, num_seqs,
+                     device, scale_float, scale_tensor,
+                     dict(read_index_ptr=read_indices, write_index_ptr=write_indices, pool_size=pool_size))
+
+
+def _launch_call(tensors, total, num_seqs, device, scale_float, scale_tensor, pool):
+    """The launches of a checked call of N > 0 sequences: `tensors` in _ARG_NAMES order
+    (pooled_prefill's: the pool as state and new_state), `pool` the kernels' index arguments
+    (read_index_ptr, write_index_ptr, pool_size; all None for kernel(), which then runs the
+    kernels compiled without POOLED's code)."""
+    q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, output, new_state = tensors
+    pooled = pool["pool_size"] is not None
     plan = _plan(total, num_seqs, device)
     inputs = dict(q_ptr=q, k_ptr=k, A_log_ptr=A_log, a_ptr=a, dt_bias_ptr=dt_bias, b_ptr=b, cu_ptr=cu_seqlens)
     state_in = state if state is not None else new_state  # unused without a state
@@ -837,10 +956,10 @@ def kernel(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_
     if plan.walk is not None:
         _launch_walk.prepare_by_name(
             (HEAD_SIZE // plan.walk.block_v, num_seqs * NUM_V_HEADS, 1),
-            dict(inputs, v_ptr=v, state_ptr=state_in, out_ptr=output, new_state_ptr=new_state, **scale_args, T=total,
-                 N=num_seqs),
-            dict(HAS_STATE=state is not None, SCALE_FROM_PTR=scale_tensor is not None, HQ=NUM_Q_HEADS, **heads,
-                 BV=plan.walk.block_v, BN=_SEQ_BLOCK, CT=plan.walk.tile),
+            dict(inputs, v_ptr=v, state_ptr=state_in, out_ptr=output, new_state_ptr=new_state, **pool, **scale_args,
+                 T=total, N=num_seqs),
+            dict(HAS_STATE=state is not None, SCALE_FROM_PTR=scale_tensor is not None, POOLED=pooled, HQ=NUM_Q_HEADS,
+                 **heads, BV=plan.walk.block_v, BN=_SEQ_BLOCK, CT=plan.walk.tile),
             plan.walk.warps, device.index)()
         return
     blocks = max(triton.cdiv(total, CHUNK), 1)  # at least one prep program: it writes the flag
@@ -849,7 +968,7 @@ def kernel(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_
     # The prep's element offsets in int32 when every one fits (the usual case), else in int64.
     idx = tl.int32 if max(blocks * NUM_V_HEADS * CHUNK * HEAD_SIZE, total * NUM_V_HEADS * HEAD_SIZE) < 2**31 else tl.int64
     lengths = dict(T=total, J=plan.spans, S=plan.span_blocks)
-    carry = dict(SINGLE=num_seqs == 1, HAS_STATE=state is not None, **heads, C=CHUNK)
+    carry = dict(SINGLE=num_seqs == 1, HAS_STATE=state is not None, POOLED=pooled, **heads, C=CHUNK)
     launches = [_launch_prep.prepare_by_name(  # every launch prepared before the first goes out
         (blocks, NUM_V_HEADS, 1),
         dict(inputs, **operands, m_ptr=s["m"], qt_ptr=s["qt"], out_ptr=output, **scale_args, T=total, N=num_seqs),
@@ -861,7 +980,7 @@ def kernel(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_
         launches.append(_launch_summary.prepare_by_name(
             (num_seqs * (plan.spans - 1) * NUM_V_HEADS * 2 * (HEAD_SIZE // summary.block_v), 1, 1),
             dict(operands, state_ptr=state_in, cu_ptr=cu_seqlens, v_ptr=v, span_n_ptr=s["span_n"],
-                 span_p_ptr=s["span_p"], **lengths),
+                 span_p_ptr=s["span_p"], enter_ptr=s["enter"] if pooled else None, **pool, **lengths),
             dict(carry, BV=summary.block_v, STAGES=summary.stages), summary.warps, device.index))
         launches.append(_launch_fixup.prepare_by_name(
             (HEAD_SIZE // fixup.block_v, NUM_V_HEADS, num_seqs),
@@ -872,7 +991,7 @@ def kernel(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_
     launches.append(_launch_pass.prepare_by_name(
         (num_seqs * plan.spans * NUM_V_HEADS * (HEAD_SIZE // walk_pass.block_v), 1, 1),
         dict(operands, state_ptr=state_in, cu_ptr=cu_seqlens, v_ptr=v, m_ptr=s["m"], qt_ptr=s["qt"],
-             enter_ptr=s["enter"], out_ptr=output, new_state_ptr=new_state, **lengths),
+             enter_ptr=s["enter"], out_ptr=output, new_state_ptr=new_state, **pool, **lengths),
         dict(carry, BV=walk_pass.block_v, STAGES=walk_pass.stages), walk_pass.warps, device.index))
     for launch in launches:
         launch()

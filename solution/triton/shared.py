@@ -1,5 +1,6 @@
 """What the Triton submission files share: head sizes, the in-kernel softplus and delta-rule
-step, the launch-table row, the argument checks, the scale rule and the fast launch path.
+step, the launch-table row, the argument checks, the pooled calls' index rule (pool_slots), the
+scale rule and the fast launch path.
 
 The evaluator packs every top-level file of solution/triton/ into each submission and imports
 the entry file as a module of that package (flashinfer-bench's Python builder: 0.1.2 and
@@ -68,6 +69,24 @@ def delta_rule_step(s, q, k, v, g, beta, scale):
     return out, g * s + delta[:, None] * k[None, :]
 
 
+@triton.jit
+def pool_slots(read_index_ptr, write_index_ptr, row, pool_size):
+    """Where row `row` of a pooled call reads and writes its state, from its read index r and
+    write index w (pool of P slots): (read slot, write slot, live, writes, fill).
+
+    live: 0 <= r < P and w < P, the row runs from slot r (r out of range: 0, for a masked
+    load). writes: live and w >= 0, its final state goes to slot w (else that slot is 0, for
+    a masked store). fill: what a row that is not live gets as output, 0 for a padding row
+    (r < 0) and NaN for an index past the pool (which cannot be raised without waiting on the
+    device)."""
+    read = tl.load(read_index_ptr + row).to(tl.int64)
+    write = tl.load(write_index_ptr + row).to(tl.int64)
+    live = (read >= 0) & (read < pool_size) & (write < pool_size)
+    writes = live & (write >= 0)
+    fill = tl.where(read < 0, 0.0, float("nan"))
+    return tl.where(live, read, 0), tl.where(writes, write, 0), live, writes, fill
+
+
 def expect(name, t, shape, dtype, device):
     """Raise ValueError naming `name` unless `t` is a contiguous tensor of this shape, dtype
     and device."""
@@ -109,6 +128,15 @@ def expect_indices(name, indices, batch, device):
         raise ValueError(f"{name}: expected dtype torch.int32 or torch.int64, got {dtype}")
     expect(name, indices, torch.Size((batch,)), dtype, device)
     return dtype
+
+
+def expect_write_indices(write_indices, read_indices):
+    """write_indices, or read_indices where it is None (an update in place), once it is a
+    contiguous tensor of read_indices' shape, dtype and device; else ValueError naming it."""
+    if write_indices is None:
+        return read_indices
+    expect("write_indices", write_indices, read_indices.shape, read_indices.dtype, read_indices.device)
+    return write_indices
 
 
 def scale_value(scale):
