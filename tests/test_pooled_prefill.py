@@ -114,8 +114,8 @@ def test_spans_in_place(monkeypatch):
     first span starts from: it reads the summary's copy), one moving to another slot, padding
     and a read past the pool between them."""
     _force_chunked(monkeypatch, span_blocks=1)
-    assert sub._span_plan(300, 5)[1] > 1
-    _call([150, 20, 70, 30, 30], [3, -1, 0, 7, 5], [3, 2, 4, 1, 5], 7, SEED + 2)
+    assert sub._span_plan(380, 5)[1] > 1
+    _call([150, 20, 150, 30, 30], [3, -1, 0, 7, 5], [3, 2, 4, 1, 5], 7, SEED + 2)
 
 
 @pytest.mark.parametrize("path", ("token walk", "chunked"))
