@@ -30,15 +30,13 @@ import torch
 from tqdm import tqdm
 
 from gdn_bench.algos import load_solution_file
+from gdn_bench.bench_sizes import DECODE_BATCH_SIZES, DRAFT_LENGTHS, MTP_BATCH_SIZES
 from gdn_bench.definitions.decode.definition import DECODE
 from gdn_bench.definitions.mtp.definition import MTP
 from gdn_bench.definitions.mtp.reference import gdn_mtp
 from gdn_bench.shapes import DEFAULT_SCALE, HEAD_SIZE, NUM_Q_HEADS, NUM_V_HEADS
 from gdn_bench.timing import graph_replay_us, kernel_time_us
 
-DECODE_BATCH_SIZES = (1, 4, 8, 16, 32, 48, 64, 128, 256, 512)
-MTP_BATCH_SIZES = (1, 16, 64)
-DRAFT_LENGTHS = (2, 4, 8)
 POOLED_DECODE_TARGET = 1.03  # pooled / dense
 SWEEP_BLOCK_V = (4, 8, 16, 32)
 SWEEP_WARPS = (1, 2, 4)
