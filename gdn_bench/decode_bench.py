@@ -14,6 +14,7 @@ from flashinfer_bench.compile import BuilderRegistry
 from tqdm import tqdm
 
 from gdn_bench.algos import load_solution_file
+from gdn_bench.bench_sizes import DECODE_BATCH_SIZES
 from gdn_bench.definitions.decode.definition import DECODE, LIBRARY, build_definition
 from gdn_bench.definitions.decode.reference import gdn_decode
 from gdn_bench.roles import BASELINE
@@ -21,7 +22,6 @@ from gdn_bench.shapes import DEFAULT_SCALE
 from gdn_bench.signature import empty_outputs, random_inputs
 from gdn_bench.timing import host_time_us, kernel_time_us
 
-BATCH_SIZES = (1, 4, 8, 16, 32, 48, 64, 128, 256, 512)
 COLUMNS = (("B", "batch_size", "d"), ("ours µs", "ours_us", ".2f"), ("floor µs", "floor_us", ".2f"),
            ("×floor", "x_floor", ".3f"), ("FI µs", f"{BASELINE}_us", ".2f"), ("FLA µs", f"{LIBRARY}_us", ".2f"),
            ("FI/ours", "vs_fi", ".3f"), ("host ours", "host_ours_us", ".1f"), ("host copy", "host_copy_us", ".1f"),
@@ -72,7 +72,7 @@ def derived(row: dict) -> dict:
     return row
 
 
-def bench(batch_sizes=BATCH_SIZES) -> list[dict]:
+def bench(batch_sizes=DECODE_BATCH_SIZES) -> list[dict]:
     """One row per batch size (µs; see the module docstring)."""
     sub = load_submission()
     baselines = _baseline_runnables()

@@ -1,9 +1,10 @@
 """What scripts/tune_launch.py tunes in the decode submission (gdn_bench.table_tuning does it):
 kernel.py's LAUNCH_TABLE, (BV, warps) per batch size, over every valid configuration at each
-batch size of decode_bench.BATCH_SIZES, each checked against float64 before it is timed.
+batch size of bench_sizes.DECODE_BATCH_SIZES, each checked against float64 before it is timed.
 """
 
-from gdn_bench.decode_bench import BATCH_SIZES, decode_inputs, decode_outputs, errors
+from gdn_bench.bench_sizes import DECODE_BATCH_SIZES
+from gdn_bench.decode_bench import decode_inputs, decode_outputs, errors
 from gdn_bench.shapes import HEAD_SIZE
 from gdn_bench.table_tuning import Probe, TableSweep
 
@@ -33,5 +34,5 @@ SWEEPS = {
     "LAUNCH_TABLE": TableSweep(
         table="LAUNCH_TABLE", bounds=("max_batch",),
         candidates=lambda module: [dict(block_v=bv, warps=w) for bv, w in valid_configs()],
-        probes=lambda module: [_probe(batch) for batch in BATCH_SIZES]),
+        probes=lambda module: [_probe(batch) for batch in DECODE_BATCH_SIZES]),
 }

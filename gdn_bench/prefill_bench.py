@@ -40,8 +40,6 @@ from gdn_bench.roles import BASELINE
 from gdn_bench.signature import empty_outputs
 from gdn_bench.timing import graph_replay_us, kernel_times_us
 
-SEQ_LENS = (6, 64, 300, 1024, 4096, 8192)
-NUM_SEQS = (1, 4, 32)
 BASELINES = {BASELINE: "FI", LIBRARY: "FLA", TOKEN_LOOP: "FLA loop"}
 DECODE_MAX_LENGTH = 8
 # Short calls: few tokens, many one-token or few-token sequences, one long sequence among

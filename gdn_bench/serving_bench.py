@@ -35,6 +35,7 @@ import torch
 from tqdm import tqdm
 
 from gdn_bench.algos import load_solution_file
+from gdn_bench.bench_sizes import DECODE_BATCH_SIZES, DRAFT_LENGTHS, MTP_BATCH_SIZES, PREFILL_CALLS
 from gdn_bench.definitions.decode.definition import DECODE
 from gdn_bench.definitions.mtp.definition import MTP
 from gdn_bench.definitions.mtp.reference import gdn_mtp
@@ -43,12 +44,8 @@ from gdn_bench.definitions.prefill.mix import model_like_inputs
 from gdn_bench.shapes import DEFAULT_SCALE, HEAD_SIZE, NUM_Q_HEADS, NUM_V_HEADS
 from gdn_bench.timing import graph_replay_us, kernel_time_us
 
-DECODE_BATCH_SIZES = (1, 4, 8, 16, 32, 48, 64, 128, 256, 512)
-MTP_BATCH_SIZES = (1, 16, 64)
-DRAFT_LENGTHS = (2, 4, 8)
 POOLED_DECODE_TARGET = 1.03  # pooled / dense
 # Prefill calls (sequence lengths): the token walk (the first two), the chunked path, spans (one long sequence).
-PREFILL_CALLS = ((6,), (16,) * 4, (64,), (300,), (75,) * 4, (1024,), (256,) * 4, (4096,), (512,) * 16, (8192,))
 SWEEP_BLOCK_V = (4, 8, 16, 32)
 SWEEP_WARPS = (1, 2, 4)
 DECODE_COLUMNS = (("B", "batch_size", "d"), ("dense µs", "dense_us", ".2f"), ("pooled µs", "pooled_us", ".2f"),

@@ -10,24 +10,27 @@ import argparse
 import json
 import sys
 
-import torch
-
 from gdn_bench.arguments import add_root_argument, chosen_project, output_folder, positive_ints
-from gdn_bench.decode_bench import BATCH_SIZES, bench, format_rows
+from gdn_bench.bench_sizes import DECODE_BATCH_SIZES
 from gdn_bench.definitions.decode.definition import DECODE, LIBRARY
 from gdn_bench.paths import checkout_of
-from gdn_bench.plots import kernel_time_plot
 from gdn_bench.roles import BASELINE
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--batch-sizes", type=positive_ints, default=list(BATCH_SIZES),
-                        help=f"comma-separated (default {','.join(map(str, BATCH_SIZES))})")
+    parser.add_argument("--batch-sizes", type=positive_ints, default=list(DECODE_BATCH_SIZES),
+                        help=f"comma-separated (default {','.join(map(str, DECODE_BATCH_SIZES))})")
     parser.add_argument("--out", type=output_folder, default="results/bench_kernel", help="output folder")
     add_root_argument(parser, checkout_of(__file__))
     args = parser.parse_args(argv)
     chosen_project(parser, args)
+    # What needs torch, once the arguments are checked.
+    import torch
+
+    from gdn_bench.decode_bench import bench, format_rows
+    from gdn_bench.plots import kernel_time_plot
+
     if not torch.cuda.is_available():
         print("bench_kernel: error: needs a CUDA GPU (CUPTI timing)", file=sys.stderr)
         return 2

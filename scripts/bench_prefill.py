@@ -23,13 +23,10 @@ import json
 import sys
 from pathlib import Path
 
-import torch
-
 from gdn_bench.arguments import add_root_argument, chosen_project, output_folder, positive_ints
+from gdn_bench.bench_sizes import PREFILL_NUM_SEQS, PREFILL_SEQ_LENS
 from gdn_bench.definitions.prefill.definition import PREFILL
 from gdn_bench.paths import checkout_of
-from gdn_bench.prefill_bench import (NUM_SEQS, SEQ_LENS, STRESS_SHAPES, bench, default_shapes, even_lengths,
-                                     format_rows, grid)
 from gdn_bench.prefill_variants import parse_config
 
 
@@ -49,18 +46,23 @@ def _prefill_file(text: str) -> Path:
 
 def _shapes(args) -> list[list[int]]:
     """The calls to time: --lengths, then the --seq-lens x --num-seqs grid; the default shapes if neither."""
+    from gdn_bench.prefill_bench import default_shapes, even_lengths, grid
+
     shapes = list(args.lengths)
     if args.seq_lens or args.num_seqs:
-        shapes += [even_lengths(t, n) for t, n in grid(args.seq_lens or SEQ_LENS, args.num_seqs or NUM_SEQS)]
+        pairs = grid(args.seq_lens or PREFILL_SEQ_LENS, args.num_seqs or PREFILL_NUM_SEQS)
+        shapes += [even_lengths(t, n) for t, n in pairs]
     return shapes or default_shapes()
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seq-lens", type=positive_ints,
-                        help=f"total_seq_len values of a T x N grid (default with --num-seqs: {','.join(map(str, SEQ_LENS))})")
+                        help="total_seq_len values of a T x N grid "
+                             f"(default with --num-seqs: {','.join(map(str, PREFILL_SEQ_LENS))})")
     parser.add_argument("--num-seqs", type=positive_ints,
-                        help=f"num_seqs values of a T x N grid (default with --seq-lens: {','.join(map(str, NUM_SEQS))})")
+                        help="num_seqs values of a T x N grid "
+                             f"(default with --seq-lens: {','.join(map(str, PREFILL_NUM_SEQS))})")
     parser.add_argument("--lengths", type=positive_ints, action="append", default=[],
                         help="one call's sequence lengths, e.g. 1,8191 (repeatable)")
     parser.add_argument("--config", type=_config, action="append", default=[],
@@ -71,6 +73,11 @@ def main(argv=None) -> int:
     add_root_argument(parser, checkout_of(__file__))
     args = parser.parse_args(argv)
     chosen_project(parser, args)
+    # What needs torch, once the arguments are checked.
+    import torch
+
+    from gdn_bench.prefill_bench import STRESS_SHAPES, bench, format_rows
+
     if not torch.cuda.is_available():
         print("bench_prefill: error: needs a CUDA GPU (CUPTI timing)", file=sys.stderr)
         return 2

@@ -14,12 +14,9 @@ import argparse
 import json
 import sys
 
-import torch
-
 from gdn_bench.arguments import add_root_argument, chosen_project, output_folder, positive_ints
+from gdn_bench.bench_sizes import DECODE_BATCH_SIZES, DRAFT_LENGTHS, MTP_BATCH_SIZES, PREFILL_CALLS
 from gdn_bench.paths import checkout_of
-from gdn_bench.serving_bench import (DECODE_BATCH_SIZES, DECODE_COLUMNS, DRAFT_LENGTHS, MTP_BATCH_SIZES, MTP_COLUMNS,
-                                     PREFILL_CALLS, PREFILL_COLUMNS, bench, format_rows, mtp_sweep, notes, verdicts)
 
 
 def _listed(values) -> str:
@@ -48,6 +45,12 @@ def main(argv=None) -> int:
     add_root_argument(parser, checkout_of(__file__))
     args = parser.parse_args(argv)
     chosen_project(parser, args)
+    # What needs torch, once the arguments are checked.
+    import torch
+
+    from gdn_bench.serving_bench import (DECODE_COLUMNS, MTP_COLUMNS, PREFILL_COLUMNS, bench, format_rows, mtp_sweep,
+                                         notes, verdicts)
+
     if not torch.cuda.is_available():
         print("bench_serving: error: needs a CUDA GPU (CUPTI timing, CUDA graphs)", file=sys.stderr)
         return 2

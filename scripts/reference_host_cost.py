@@ -26,15 +26,9 @@ import statistics
 import sys
 import time
 
-import torch
-
 from gdn_bench.arguments import definition_name, output_file, positive_int, positive_ints
-from gdn_bench.checking import workload_inputs
 from gdn_bench.dataset import load_trace_set
 from gdn_bench.definitions import resolve
-from gdn_bench.evaluator_timing import reference_timer
-from gdn_bench.runner import RunSettings, select_workloads
-from gdn_bench.timing import _device_kernels, call_span, profile_cold_calls, split_calls
 
 UNTRACED = 3
 KIT_CALLS = 3
@@ -56,6 +50,11 @@ def _ms(values) -> float:
 
 def host_cost(definition, reference, workload, root, timer, warmup: int, iterations: int) -> dict:
     """One workload's numbers (module docstring), times in ms."""
+    import torch
+
+    from gdn_bench.checking import workload_inputs
+    from gdn_bench.timing import _device_kernels, call_span, profile_cold_calls, split_calls
+
     args = workload_inputs(definition, workload, root, "cuda", 0)
     walls: list[float] = []
     fn = _timed(reference, walls)
@@ -107,6 +106,13 @@ def main(argv=None) -> int:
                         help="JSON file of the numbers (default host_cost.json)")
     args = parser.parse_args(argv)
     spec = resolve(args.definition)
+    # What needs torch, once the arguments are checked.
+    import torch
+    from flashinfer_bench.compile import BuilderRegistry
+
+    from gdn_bench.evaluator_timing import reference_timer
+    from gdn_bench.runner import RunSettings, select_workloads
+
     if not torch.cuda.is_available():
         print("reference_host_cost.py: error: needs a CUDA GPU", file=sys.stderr)
         return 2
@@ -114,8 +120,6 @@ def main(argv=None) -> int:
     if not timer.is_evaluators:
         print(f"reference_host_cost.py: error: {timer.describe(args.warmup, args.iterations, 1)}", file=sys.stderr)
         return 1
-    from flashinfer_bench.compile import BuilderRegistry
-
     trace_set = load_trace_set(spec.default_dataset(True), spec.name)
     settings = RunSettings(algos=[], definition=spec.name, sizes=args.sizes, num_workloads=1)
     try:

@@ -8,7 +8,9 @@ import sys
 import types
 
 import pytest
+import torch
 
+from gdn_bench import checking, timing
 from gdn_bench.algos import load_module
 from gdn_bench.fib_compare import agreement
 from helpers import ROOT
@@ -99,18 +101,18 @@ def test_host_cost_reads_each_timers_calls(monkeypatch):
         return clock.now
     clock.started = False
     monkeypatch.setattr(host.time, "perf_counter", perf_counter)
-    monkeypatch.setattr(host.torch.cuda, "synchronize", lambda: None)
-    monkeypatch.setattr(host.torch.cuda, "current_device", lambda: 0)
-    monkeypatch.setattr(host, "workload_inputs", lambda *a: ["x"])
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(checking, "workload_inputs", lambda *a: ["x"])  # host_cost imports these when it runs
     records = [("flush", 0.0, 1.0), *[("k", 1.0 + i, 2.0 + i) for i in range(100)]]
 
     def profile(fn, calls, warmup, busy):
         for _ in range(calls):
             fn()
         return "prof", frozenset({"flush"}), calls
-    monkeypatch.setattr(host, "profile_cold_calls", profile)
-    monkeypatch.setattr(host, "_device_kernels", lambda prof: records * host.KIT_CALLS)
-    monkeypatch.setattr(host, "split_calls", lambda kernels, names: [records[1:]] * host.KIT_CALLS)
+    monkeypatch.setattr(timing, "profile_cold_calls", profile)
+    monkeypatch.setattr(timing, "_device_kernels", lambda prof: records * host.KIT_CALLS)
+    monkeypatch.setattr(timing, "split_calls", lambda kernels, names: [records[1:]] * host.KIT_CALLS)
 
     def time_ms(fn, args, warmup, iterations, device):
         for _ in range(1 + 5 + warmup + iterations):

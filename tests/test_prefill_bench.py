@@ -10,12 +10,13 @@ import torch
 
 from gdn_bench import prefill_bench
 from gdn_bench import prefill_variants as variants
+from gdn_bench.bench_sizes import PREFILL_NUM_SEQS, PREFILL_SEQ_LENS
 from helpers import ROOT
 
 
 def test_grid_skips_more_sequences_than_tokens():
     assert prefill_bench.grid((6, 64), (1, 4, 32)) == [(6, 1), (6, 4), (64, 1), (64, 4), (64, 32)]
-    assert len(prefill_bench.grid(prefill_bench.SEQ_LENS, prefill_bench.NUM_SEQS)) == 17
+    assert len(prefill_bench.grid(PREFILL_SEQ_LENS, PREFILL_NUM_SEQS)) == 17
 
 
 @pytest.mark.parametrize("total, count", [(6, 4), (300, 32), (8192, 32), (7, 7)])

@@ -24,9 +24,9 @@ sys.meta_path.insert(0, Refuse())
 sys.argv = sys.argv[1:]
 runpy.run_path(sys.argv[0], run_name="__main__")
 """
-# Scripts whose parsers show default sizes that live in the measuring modules, which import
-# torch: they parse after it (GPU tools: their first use is on a GPU machine anyway).
-PARSE_AFTER_TORCH = {"bench_kernel", "bench_prefill", "tune_launch", "bench_serving", "reference_host_cost"}
+# tune_launch checks --table against the tables of the tuning modules, which import torch (they
+# time): it parses after it (a GPU tool: its first use is on a GPU machine anyway).
+PARSE_AFTER_TORCH = {"tune_launch"}
 SCRIPTS = sorted(p.stem for p in (ROOT / "scripts").glob("*.py") if p.stem not in PARSE_AFTER_TORCH)
 
 
@@ -53,7 +53,9 @@ def test_help_and_a_bad_flag_need_no_torch(script):
     ("run_local", ["--seq-lens", "6"], "run_local: error: --seq-lens applies to --definition prefill"),
     ("profile_call", ["--definition", "prefill", "--config", "CHUNK=48"],
      "argument --config: CHUNK (tokens per block): expected a power of two from 16 to 128, got 48"),
-], ids=["unknown-algorithm", "both", "other-definitions-flag", "config"])
+    ("bench_prefill", ["--config", "CHUNK=100000"],
+     "argument --config: CHUNK (tokens per block): expected a power of two from 16 to 128, got 100000"),
+], ids=["unknown-algorithm", "both", "other-definitions-flag", "config", "bench-config"])
 def test_argument_errors_past_the_parser_need_no_torch(script, argv, said, tmp_path):
     refused = _without_torch(script, *argv, "--out", str(tmp_path))
     assert refused.returncode == 2 and said in refused.stderr and "Traceback" not in refused.stderr, refused.stderr

@@ -49,10 +49,11 @@ def random_workloads(definition: Definition) -> list[Workload]:
 def model_like_inputs(batch: int, gen: torch.Generator) -> dict[str, torch.Tensor]:
     """Inputs shaped like Qwen3-Next's: L2-normalized q and k, A = exp(A_log) in [1, 16],
     dt = softplus(a + dt_bias) around 1e-3..1e-1, and a state produced by WARMUP_STEPS
-    steps of the recurrence from zero. The steps run in float64, the state is rounded to
-    float32 once at the end: float32 steps round differently with the CPU's vector
-    instructions (AVX2, AVX-512), float64 ones far below float32's last bit, so the stored
-    state comes out the same on either."""
+    steps of the recurrence from zero. The gates (logarithms, exponentials) and the steps run
+    in float64, each result rounded to float32 once: in float32 they round differently with
+    the CPU's vector instructions (AVX2, AVX-512: the steps' sums) and from one build or
+    machine to another (torch's float32 log and exp are not correctly rounded), in float64
+    far below float32's last bit, so the stored tensors come out the same on any of them."""
 
     def randn(*shape):
         return torch.randn(*shape, generator=gen)
@@ -60,9 +61,12 @@ def model_like_inputs(batch: int, gen: torch.Generator) -> dict[str, torch.Tenso
     def unit(x):
         return x / x.norm(dim=-1, keepdim=True)
 
-    A_log = torch.log(1.0 + 15.0 * torch.rand(NUM_V_HEADS, generator=gen))
-    dt = torch.exp(math.log(1e-3) + (math.log(1e-1) - math.log(1e-3)) * torch.rand(NUM_V_HEADS, generator=gen))
-    dt_bias = dt + torch.log(-torch.expm1(-dt))  # inverse softplus
+    def uniform():  # float32 draws, in float64
+        return torch.rand(NUM_V_HEADS, generator=gen).double()
+
+    A_log = torch.log(1.0 + 15.0 * uniform()).float()
+    dt = torch.exp(math.log(1e-3) + (math.log(1e-1) - math.log(1e-3)) * uniform())
+    dt_bias = (dt + torch.log(-torch.expm1(-dt))).float()  # inverse softplus
 
     def step_inputs():
         return dict(
