@@ -274,12 +274,13 @@ def test_span_plan():
             if total < sub.SPAN_MIN_TOKENS * num_seqs:
                 continue
             span, spans = sub._span_plan(total, num_seqs)
-            mean = -(-(-(-total // C)) // num_seqs)  # blocks of the mean sequence
-            assert span >= sub.SPAN_MIN_BLOCKS and span * spans >= mean and span * (spans - 1) < mean
+            blocks = -(-total // C)
+            mean = -(-blocks // num_seqs)  # blocks of the mean sequence
+            assert span >= sub.SPAN_MIN_BLOCKS and span * spans >= mean and spans <= -(-blocks // span)
             assert 2 <= spans <= min(sub.SPAN_MAX, sub.SPAN_PIECES // num_seqs), (total, num_seqs, span, spans)
-    # Spans come from the mean sequence: four of 2048 tokens are cut as finely as one of 8192
-    # would be if it had a quarter of the pieces, not into two spans each.
-    assert sub._span_plan(8192, 4) == (sub.SPAN_MIN_BLOCKS, 32 // sub.SPAN_MIN_BLOCKS)
+    # The span length comes from the mean sequence: four of 2048 tokens are cut into spans of
+    # SPAN_MIN_BLOCKS blocks as one of 8192 is, not into two spans each.
+    assert sub._span_plan(8192, 4) == (sub.SPAN_MIN_BLOCKS, sub.SPAN_PIECES // 4)
 
 
 def test_in_place_state_update(device):

@@ -100,7 +100,7 @@ WALK_MAX_MEAN_LENGTH = 4
 # is cut into spans of at least SPAN_MIN_BLOCKS blocks, at most SPAN_MAX of them and at most
 # SPAN_PIECES // N (N sequences; none below 2); the span length comes from the mean sequence.
 SPAN_MIN_TOKENS = 2048
-SPAN_MIN_BLOCKS = 4
+SPAN_MIN_BLOCKS = 8
 SPAN_MAX = 16
 SPAN_PIECES = 32
 
@@ -755,15 +755,17 @@ def _walk_launch(total, num_seqs):
 
 def _span_plan(total, num_seqs):
     """(S, J): blocks per span and spans per sequence at most, for T tokens in N sequences
-    (J = 1: no spans; then S covers any sequence). S and J are the mean sequence's; a longer
-    one takes spans of ceil(its blocks / J) (_sequence_span). See SPAN_MIN_TOKENS."""
+    (J = 1: no spans; then S covers any sequence). S is the mean sequence's; J is what the
+    longest possible sequence (all T tokens) would take, within the bounds, so that a
+    sequence longer than the mean is cut into more spans before it takes longer ones
+    (_sequence_span). See SPAN_MIN_TOKENS."""
     blocks = triton.cdiv(total, CHUNK)
     mean = triton.cdiv(blocks, max(num_seqs, 1))
     most = min(SPAN_MAX, SPAN_PIECES // num_seqs)
     if most < 2 or total < SPAN_MIN_TOKENS * num_seqs or mean < 2 * SPAN_MIN_BLOCKS:
         return max(blocks, 1), 1
     span = max(SPAN_MIN_BLOCKS, triton.cdiv(mean, most))
-    return span, triton.cdiv(mean, span)
+    return span, min(most, triton.cdiv(blocks, span))
 
 
 def _pass_launch(pieces):
