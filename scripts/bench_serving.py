@@ -3,7 +3,6 @@ at every batch size, and MTP (T = 2, 4, 8; B = 1, 16, 64) against FlashInfer's M
 of pooled decode; CUPTI span (cold L2) and CUDA-graph replay, µs (gdn_bench/serving_bench.py).
 
     python scripts/bench_serving.py [--batch-sizes 1,4,...] [--mtp-batch-sizes 1,16,64] [--draft-lengths 2,4,8]
-    python scripts/bench_serving.py --mtp-sweep     # also every (BV, warps) for mtp.py's LAUNCH_TABLE
 
 Writes bench_serving.json under --out (default results/bench_serving).
 """
@@ -17,7 +16,7 @@ import torch
 from gdn_bench.arguments import add_root_argument, chosen_project, output_folder, positive_ints
 from gdn_bench.paths import checkout_of
 from gdn_bench.serving_bench import (DECODE_BATCH_SIZES, DECODE_COLUMNS, DRAFT_LENGTHS, MTP_BATCH_SIZES, MTP_COLUMNS,
-                                     bench, format_rows, mtp_sweep, notes, verdicts)
+                                     bench, format_rows, notes, verdicts)
 
 
 def _listed(values) -> str:
@@ -32,8 +31,6 @@ def main(argv=None) -> int:
                         help=f"MTP's batch sizes (default {_listed(MTP_BATCH_SIZES)})")
     parser.add_argument("--draft-lengths", type=positive_ints, default=list(DRAFT_LENGTHS),
                         help=f"MTP's tokens per row (default {_listed(DRAFT_LENGTHS)})")
-    parser.add_argument("--mtp-sweep", action="store_true",
-                        help="also time pooled_mtp under every (BV, warps) launch row, per (B, T)")
     parser.add_argument("--out", type=output_folder, default="results/bench_serving", help="output folder")
     add_root_argument(parser, checkout_of(__file__))
     args = parser.parse_args(argv)
@@ -42,8 +39,6 @@ def main(argv=None) -> int:
         print("bench_serving: error: needs a CUDA GPU (CUPTI timing, CUDA graphs)", file=sys.stderr)
         return 2
     result = bench(args.batch_sizes, args.mtp_batch_sizes, args.draft_lengths)
-    if args.mtp_sweep:
-        result["mtp_sweep"] = mtp_sweep(args.mtp_batch_sizes, args.draft_lengths)
     gpu = torch.cuda.get_device_name()
     print(f"GPU: {gpu}; µs: CUPTI span of a call (cold L2, median) and CUDA-graph replay (warm L2, median)")
     print("\npooled decode (in place, 2B pool slots) against dense decode (the contest's call):")
@@ -51,9 +46,6 @@ def main(argv=None) -> int:
     print("\nMTP: ours = pooled_mtp (buffer written, pool not updated); contest = kernel() (+ pool copied into "
           "final_state); FI = gated_delta_rule_mtp; T×dec = T calls of pooled_decode:")
     print(format_rows(result["mtp"], MTP_COLUMNS))
-    for row in result.get("mtp_sweep", []):
-        fastest = ", ".join(f"BV={t['block_v']} w={t['warps']}: {t['us']:.2f}" for t in row["times_us"][:3])
-        print(f"sweep B={row['batch_size']} T={row['seq_len']}: {fastest} µs")
     print("", *notes(result["pooled_decode"] + result["mtp"]), *verdicts(result), sep="\n")
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "bench_serving.json"
