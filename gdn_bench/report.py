@@ -88,7 +88,7 @@ def header(results: Results, summary: Summary) -> list[str]:
                   "outputs carry up to", f"{INDENT}2^-7 relative error on CPU: margins near 0.78 are that rounding."]
     else:
         lines += _reference_lines(meta, summary)
-        lines.append(HARNESS_NOTE + ("\n" + FLOOR_NOTE if spec.floor_us is not None else ""))
+        lines.append(HARNESS_NOTE + ("\n" + FLOOR_NOTE if spec.floor_shape is not None else ""))
     return lines
 
 
@@ -141,7 +141,7 @@ def format_table(results: Results, summary: Summary) -> str:
     """The console report: header, table, skipped algorithms, summary line."""
     spec = _spec(results)
     cpu = results.meta.get("mode") == "cpu-correctness"
-    floors = spec.floor_us is not None
+    floors = spec.floor_shape is not None
     statuses = [f"{line.passed}/{line.total} ok" if not line.failures else
                 f"{line.passed}/{line.total}: {','.join(line.failures)}" for line in summary.lines]
     width = max([len("status"), *map(len, statuses)])

@@ -40,7 +40,7 @@ from gdn_bench.packing import PackError
 from gdn_bench.paths import harness_outside_project, project_root
 from gdn_bench.reference_times import ReferenceTimes, collect, default_file
 from gdn_bench.results import Results, Row
-from gdn_bench.timing import TimingError, kernel_time_us
+from gdn_bench.timing import TimingError, copy_floor_us, kernel_time_us
 
 
 @dataclass
@@ -296,11 +296,11 @@ def _run_gpu(settings, trace_set, workloads, solutions, results: Results) -> Non
         _kernel_tier(spec, definition, trace_set.root, workloads, solutions, rows, settings.seed)
     finally:
         results.rows += rows.values()
-    if spec.floor_us is not None:
+    if spec.floor_shape is not None:
         groups = sorted({spec.group_of(w.axes) for w in workloads})
         with stage("memory floor"):
             for group in tqdm(groups, desc="memory floor", unit="group"):
-                results.floors_us[group] = spec.floor_us(group)
+                results.floors_us[group] = copy_floor_us(spec.floor_shape(group))
 
 
 def _harness_tier(settings, trace_set, definition, workloads, solutions, rows: dict) -> None:

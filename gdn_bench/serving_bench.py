@@ -27,8 +27,8 @@ median): what an engine that replays graphs pays. A call that cannot be captured
 `<name>_graph_note` instead. Inputs are model-like: unit-norm keys (so that states stay bounded
 through repeated in-place calls), everything else N(0, 1), scale 1/sqrt(128).
 
-`mtp_sweep` times pooled_mtp under every (BV, warps) of SWEEP_BLOCK_V x SWEEP_WARPS, for
-choosing mtp.py's LAUNCH_TABLE (which starts as decode's).
+mtp.py's LAUNCH_TABLE is tuned as the other submissions' tables are: scripts/tune_launch.py
+--definition mtp (gdn_bench/mtp_tuning.py).
 """
 
 import torch
@@ -45,9 +45,6 @@ from gdn_bench.shapes import DEFAULT_SCALE, HEAD_SIZE, NUM_Q_HEADS, NUM_V_HEADS
 from gdn_bench.timing import graph_replay_us, kernel_time_us
 
 POOLED_DECODE_TARGET = 1.03  # pooled / dense
-# Prefill calls (sequence lengths): the token walk (the first two), the chunked path, spans (one long sequence).
-SWEEP_BLOCK_V = (4, 8, 16, 32)
-SWEEP_WARPS = (1, 2, 4)
 DECODE_COLUMNS = (("B", "batch_size", "d"), ("dense µs", "dense_us", ".2f"), ("pooled µs", "pooled_us", ".2f"),
                   ("pool/dense", "pooled_vs_dense", ".3f"), ("FI pool µs", "fi_pooled_us", ".2f"),
                   ("dense graph", "dense_graph_us", ".2f"), ("pool graph", "pooled_graph_us", ".2f"),
@@ -242,31 +239,6 @@ def bench(decode_batch_sizes=DECODE_BATCH_SIZES, mtp_batch_sizes=MTP_BATCH_SIZES
     mtp_rows = [mtp_row(dec, mtp, fi, batch, steps) for batch, steps in tqdm(shapes, desc="mtp")]
     prefill_rows = [pooled_prefill_row(pre, lengths) for lengths in tqdm(prefill_calls, desc="pooled prefill")]
     return {"pooled_decode": decode_rows, "mtp": mtp_rows, "pooled_prefill": prefill_rows}
-
-
-def mtp_sweep(mtp_batch_sizes=MTP_BATCH_SIZES, draft_lengths=DRAFT_LENGTHS) -> list[dict]:
-    """pooled_mtp's CUPTI span per (B, T) under every (BV, warps) launch row, fastest first."""
-    _, mtp = load_submissions()
-    table, rows = mtp.LAUNCH_TABLE, []
-    shapes = [(batch, steps) for batch in mtp_batch_sizes for steps in draft_lengths]
-    try:
-        for batch, steps in tqdm(shapes, desc="mtp sweep"):
-            x = serving_inputs(batch, steps, 2 * batch + 8, seed=1000 * batch + steps)
-            args = _gates(x, slice(None))
-            out = torch.empty_like(args[2])
-            buffer = torch.empty(2 * batch + 8, steps, NUM_V_HEADS, HEAD_SIZE, HEAD_SIZE, device=out.device)
-            times = {}
-            for block_v in SWEEP_BLOCK_V:
-                for warps in SWEEP_WARPS:
-                    mtp.LAUNCH_TABLE = (mtp.LaunchRow(max_batch=None, block_v=block_v, warps=warps),)
-                    times[(block_v, warps)] = kernel_time_us(
-                        lambda: mtp.pooled_mtp(*args[:3], x["pool"], x["slots"], *args[3:], DEFAULT_SCALE, out, buffer))
-            best = sorted(times, key=times.get)
-            rows.append({"batch_size": batch, "seq_len": steps,
-                         "times_us": [{"block_v": bv, "warps": w, "us": times[(bv, w)]} for bv, w in best]})
-    finally:
-        mtp.LAUNCH_TABLE = table
-    return rows
 
 
 def _cell(row: dict, key: str, spec: str) -> str:

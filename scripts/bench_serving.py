@@ -4,7 +4,6 @@ of pooled decode, and pooled prefill against the contest's prefill (token walk, 
 CUPTI span (cold L2) and CUDA-graph replay, µs (gdn_bench/serving_bench.py).
 
     python scripts/bench_serving.py [--batch-sizes 1,4,...] [--mtp-batch-sizes 1,16,64] [--draft-lengths 2,4,8]
-    python scripts/bench_serving.py --mtp-sweep     # also every (BV, warps) for mtp.py's LAUNCH_TABLE
     python scripts/bench_serving.py --prefill-calls "6;75,75,75,75;8192"   # prefill calls by sequence lengths
 
 Writes bench_serving.json under --out (default results/bench_serving).
@@ -39,8 +38,6 @@ def main(argv=None) -> int:
     parser.add_argument("--prefill-calls", type=_calls, default=list(PREFILL_CALLS),
                         help="pooled prefill's calls, each its sequence lengths, calls split by ';' "
                              f"(default {';'.join(_listed(c) for c in PREFILL_CALLS)})")
-    parser.add_argument("--mtp-sweep", action="store_true",
-                        help="also time pooled_mtp under every (BV, warps) launch row, per (B, T)")
     parser.add_argument("--out", type=output_folder, default="results/bench_serving", help="output folder")
     add_root_argument(parser, checkout_of(__file__))
     args = parser.parse_args(argv)
@@ -48,15 +45,13 @@ def main(argv=None) -> int:
     # What needs torch, once the arguments are checked.
     import torch
 
-    from gdn_bench.serving_bench import (DECODE_COLUMNS, MTP_COLUMNS, PREFILL_COLUMNS, bench, format_rows, mtp_sweep,
-                                         notes, verdicts)
+    from gdn_bench.serving_bench import (DECODE_COLUMNS, MTP_COLUMNS, PREFILL_COLUMNS, bench, format_rows, notes,
+                                         verdicts)
 
     if not torch.cuda.is_available():
         print("bench_serving: error: needs a CUDA GPU (CUPTI timing, CUDA graphs)", file=sys.stderr)
         return 2
     result = bench(args.batch_sizes, args.mtp_batch_sizes, args.draft_lengths, args.prefill_calls)
-    if args.mtp_sweep:
-        result["mtp_sweep"] = mtp_sweep(args.mtp_batch_sizes, args.draft_lengths)
     gpu = torch.cuda.get_device_name()
     print(f"GPU: {gpu}; µs: CUPTI span of a call (cold L2, median) and CUDA-graph replay (warm L2, median)")
     print("\npooled decode (in place, 2B pool slots) against dense decode (the contest's call):")
@@ -66,9 +61,6 @@ def main(argv=None) -> int:
     print(format_rows(result["mtp"], MTP_COLUMNS))
     print("\npooled prefill (in place, 2N + 8 pool slots) against the contest's prefill (dense states):")
     print(format_rows(result["pooled_prefill"], PREFILL_COLUMNS))
-    for row in result.get("mtp_sweep", []):
-        fastest = ", ".join(f"BV={t['block_v']} w={t['warps']}: {t['us']:.2f}" for t in row["times_us"][:3])
-        print(f"sweep B={row['batch_size']} T={row['seq_len']}: {fastest} µs")
     print("", *notes(result["pooled_decode"] + result["mtp"] + result["pooled_prefill"]), *verdicts(result), sep="\n")
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "bench_serving.json"

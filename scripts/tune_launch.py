@@ -2,17 +2,19 @@
 on its probes (each checked first), the table derived from the fastest per probe point
 (gdn_bench/table_tuning.py says how). One command per definition; needs a GPU.
 
-    python scripts/tune_launch.py [--definition decode|prefill] [--table NAME ...]
+    python scripts/tune_launch.py [--definition decode|prefill|mtp] [--table NAME ...]
                                   [--batch-sizes 1,4,... | --seq-lens 6,8192,...] [--write] [--out FILE]
 
 The tables and their probes: gdn_bench/decode_tuning.py (LAUNCH_TABLE of kernel.py, per batch
-size) and gdn_bench/prefill_tuning.py (prefill.py's PASS_TABLE and WALK_TABLE). --table picks
+size), gdn_bench/prefill_tuning.py (prefill.py's PASS_TABLE and WALK_TABLE) and
+gdn_bench/mtp_tuning.py (LAUNCH_TABLE of mtp.py, per batch size). --table picks
 some (default: all of the definition's); --batch-sizes / --seq-lens keep the probes of those
 sizes. --write replaces the tables in the submission file; the sweep itself goes to --out
 (default results/tune_launch_<definition>.json).
 """
 
 import argparse
+import importlib
 import json
 import sys
 
@@ -25,15 +27,8 @@ from gdn_bench.paths import checkout_of
 from gdn_bench.table_tuning import best_rows, plain, sweep, write_table
 
 
-def _sweeps(short: str) -> dict | None:
-    """The definition's tables and how to tune them (None: it has none tune_launch tunes)."""
-    if short == "decode":
-        from gdn_bench.decode_tuning import SWEEPS
-    elif short == "prefill":
-        from gdn_bench.prefill_tuning import SWEEPS
-    else:
-        return None
-    return SWEEPS
+# Each definition's tuning module: its SWEEPS, the tables it tunes and how.
+TUNING = {"decode": "gdn_bench.decode_tuning", "prefill": "gdn_bench.prefill_tuning", "mtp": "gdn_bench.mtp_tuning"}
 
 
 def _table_text(records: list[dict]) -> str:
@@ -54,7 +49,7 @@ def _table_text(records: list[dict]) -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--definition", type=definition_name, default=DEFAULT,
-                        help=f"decode or prefill, or a full definition name (default {DEFAULT})")
+                        help=f"decode, prefill or mtp, or a full definition name (default {DEFAULT})")
     parser.add_argument("--table", action="append", help="a table to tune (repeatable; default: all)")
     sizes = parser.add_mutually_exclusive_group()
     sizes.add_argument("--batch-sizes", type=positive_ints, help="decode: the probes of these batch sizes")
@@ -67,9 +62,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     chosen_project(parser, args)
     spec = resolve(args.definition)
-    available = _sweeps(spec.short)
-    if available is None:
-        parser.error(f"argument --definition: tune_launch tunes decode or prefill, not {spec.short}")
+    available = importlib.import_module(TUNING[spec.short]).SWEEPS
     unknown = [t for t in args.table or () if t not in available]
     if unknown:
         parser.error(f"argument --table: {spec.short} has no table {', '.join(unknown)}; it has {', '.join(available)}")

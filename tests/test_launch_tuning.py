@@ -1,8 +1,9 @@
 """The table-tuning mechanism of scripts/tune_launch.py (gdn_bench.table_tuning: the sweep with a
 stand-in module and timer, rows from times, the rewrite of a table of named rows), the tables
-each definition tunes (gdn_bench.decode_tuning, gdn_bench.prefill_tuning) against the
+each definition tunes (gdn_bench.decode_tuning, prefill_tuning, mtp_tuning) against the
 submission files, and the pieces of scripts/bench_kernel.py that run without a GPU."""
 
+import functools
 import shutil
 from pathlib import Path
 from types import SimpleNamespace
@@ -12,14 +13,17 @@ import pytest
 import torch
 
 from gdn_bench import decode_bench as kernel_bench
-from gdn_bench import decode_tuning, prefill_tuning
+from gdn_bench import decode_tuning, mtp_tuning, prefill_tuning
 from gdn_bench.algos import load_module, load_solution_file
 from gdn_bench.definitions.decode.definition import build_definition
+from gdn_bench.definitions.mtp.mix import Verify, serving_mix_plan
+from gdn_bench.serving_bench import serving_inputs
 from gdn_bench.signature import empty_outputs, random_inputs
 from gdn_bench.table_tuning import Probe, TableSweep, best_rows, plain, read_table, sweep, write_table
-from helpers import KERNEL_PATH, ROOT
+from helpers import DEVICE, KERNEL_PATH, ROOT, interpreter_table
 
 PREFILL_PATH = KERNEL_PATH.parent / "prefill.py"
+MTP_PATH = KERNEL_PATH.parent / "mtp.py"
 tune_launch = load_module(ROOT / "scripts" / "tune_launch.py", "tune_launch_script")
 LAUNCH_FIELDS = load_solution_file(KERNEL_PATH, "gdn_tuning_fields").LaunchRow._fields
 
@@ -104,8 +108,8 @@ def test_every_config_fills_whole_vectors():
         assert block_v * 128 // (32 * warps) >= 4
 
 
-@pytest.mark.parametrize("tuning, path", [(decode_tuning, KERNEL_PATH), (prefill_tuning, PREFILL_PATH)],
-                         ids=["decode", "prefill"])
+@pytest.mark.parametrize("tuning, path", [(decode_tuning, KERNEL_PATH), (prefill_tuning, PREFILL_PATH),
+                                           (mtp_tuning, MTP_PATH)], ids=["decode", "prefill", "mtp"])
 def test_each_sweep_matches_its_table_in_the_submission(tuning, path):
     """A table each sweep names exists, is written as named rows, its bound fields come first
     in its rows, and every candidate setting makes a row: what tune_launch needs of a file
@@ -120,6 +124,36 @@ def test_each_sweep_matches_its_table_in_the_submission(tuning, path):
         for setting in spec.candidates(module):
             row = row_class(**dict.fromkeys(spec.bounds), **setting)
             assert set(row._fields) == set(spec.bounds) | set(setting)
+
+
+def test_mtp_probes_are_the_serving_mix_calls_by_batch_size():
+    """mtp's LAUNCH_TABLE is tuned on the generated mix's calls, at the point of their batch
+    size (the bound max_batch), selected by --batch-sizes."""
+    probes = mtp_tuning.SWEEPS["LAUNCH_TABLE"].probes(None)
+    plan = serving_mix_plan()
+    assert [p.label for p in probes] == [f"B={v.batch_size} T={v.seq_len}" for v in plan]
+    assert [(p.size, p.point) for p in probes] == [(v.batch_size, (v.batch_size,)) for v in plan]
+
+
+def test_an_mtp_probe_checks_the_call_it_times(monkeypatch):
+    """A probe of mtp.py's table (here the smallest call, on the test device) passes its check
+    after its call, and fails it when an output element is off by more than the tolerance."""
+    monkeypatch.setattr(mtp_tuning, "serving_inputs", functools.partial(serving_inputs, device=DEVICE))
+    module = load_solution_file(MTP_PATH, "gdn_tuning_mtp_probe")
+    interpreter_table(module, monkeypatch)
+    call, check = mtp_tuning._probe(Verify(batch_size=1, seq_len=2, pool_size=3)).make(module)
+    call()
+    check()
+    right = module.pooled_mtp
+
+    def off_by_one(*args):
+        right(*args)
+        args[-2][0, 0, 0, 0] += 1  # output
+
+    monkeypatch.setattr(module, "pooled_mtp", off_by_one)
+    call()
+    with pytest.raises(AssertionError, match="worst margin"):
+        check()
 
 
 def _kernel_copy(tmp_path):
@@ -179,7 +213,9 @@ def test_write_table_refuses_a_positional_table(tmp_path):
     (["--definition", "prefill", "--table", "LAUNCH_TABLE"], "argument --table: prefill has no table LAUNCH_TABLE; "
                                                              "it has PASS_TABLE, WALK_TABLE"),
     (["--seq-lens", "6"], "argument --seq-lens: not a flag of decode; its sizes are --batch-sizes"),
-    (["--definition", "mtp"], "argument --definition: tune_launch tunes decode or prefill, not mtp"),
+    (["--definition", "mtp", "--table", "PASS_TABLE"], "argument --table: mtp has no table PASS_TABLE; "
+                                                       "it has LAUNCH_TABLE"),
+    (["--definition", "mtp", "--seq-lens", "6"], "argument --seq-lens: not a flag of mtp; its sizes are --batch-sizes"),
 ])
 def test_tune_launch_refuses_what_the_definition_has_not(argv, error, capsys):
     with pytest.raises(SystemExit) as e:

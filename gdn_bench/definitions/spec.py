@@ -70,8 +70,10 @@ class DefinitionSpec:
     # Adds this definition's part of the embedded trace set (gdn_bench/data) to a trace set
     # that already holds the Definition, deterministically from the seed.
     write_embedded: Callable[[TraceSet, int], None]
-    # Memory floor per report group, measured on a GPU (µs), or None where it means nothing.
-    floor_us: Callable[[int], float] | None
+    # The memory floor per report group: the shape of the float32 tensor whose copy (read once,
+    # written once) it is, timed on a GPU by the harness (timing.copy_floor_us); None where
+    # a floor means nothing.
+    floor_shape: Callable[[int], tuple[int, ...]] | None
     job_groups: int  # run_modal jobs per algorithm
 
     @property

@@ -43,7 +43,7 @@ from .shared import (HEAD_SIZE, NUM_Q_HEADS, NUM_V_HEADS, LaunchRow, delta_rule_
                      expect_pool, launch_config, scale_value, softplus)
 
 # Launch configuration per batch size, rows in increasing max_batch (decode's, not yet tuned
-# for T tokens per program).
+# for T tokens per program: scripts/tune_launch.py --definition mtp --write, on a GPU).
 LAUNCH_TABLE = (
     LaunchRow(max_batch=16, block_v=4, warps=1),
     LaunchRow(max_batch=None, block_v=16, warps=1),

@@ -130,6 +130,6 @@ MTP = DefinitionSpec(
     workload_label=lambda axes: f"B={axes['batch_size']} T={axes['seq_len']} P={axes['pool_size']}",
     workload_kind=workload_kind,
     write_embedded=write_embedded,
-    floor_us=None,  # a group mixes draft lengths and pool sizes: no single memory floor
+    floor_shape=None,  # a group mixes draft lengths and pool sizes: no single memory floor
     job_groups=7,  # as many as the mix has batch sizes
 )

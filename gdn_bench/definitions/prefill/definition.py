@@ -155,6 +155,6 @@ PREFILL = DefinitionSpec(
     workload_label=lambda axes: f"T={axes['total_seq_len']} N={axes['num_seqs']}",
     workload_kind=workload_kind,
     write_embedded=write_embedded,
-    floor_us=None,  # a group mixes batches of different N and T: no single memory floor
+    floor_shape=None,  # a group mixes batches of different N and T: no single memory floor
     job_groups=8,
 )
