@@ -275,12 +275,12 @@ def test_span_plan():
                 continue
             span, spans = sub._span_plan(total, num_seqs)
             blocks = -(-total // C)
-            mean = -(-blocks // num_seqs)  # blocks of the mean sequence
-            assert span >= sub.SPAN_MIN_BLOCKS and span * spans >= mean and spans <= -(-blocks // span)
+            assert span == max(sub.SPAN_MIN_BLOCKS, -(-blocks // sub.SPAN_MAX)), (total, num_seqs, span)
             assert 2 <= spans <= min(sub.SPAN_MAX, sub.SPAN_PIECES // num_seqs), (total, num_seqs, span, spans)
-    # The span length comes from the mean sequence: four of 2048 tokens are cut into spans of
-    # SPAN_MIN_BLOCKS blocks as one of 8192 is, not into two spans each.
-    assert sub._span_plan(8192, 4) == (sub.SPAN_MIN_BLOCKS, sub.SPAN_PIECES // 4)
+            assert span * spans >= min(blocks, span * (sub.SPAN_PIECES // num_seqs))  # room for one sequence of all
+    # The span length comes from the call, not from each sequence: four sequences of 2048
+    # tokens are cut into spans as long as one of 8192 is (not into two spans each).
+    assert sub._span_plan(8192, 4)[0] == sub._span_plan(8192, 1)[0]
 
 
 def test_in_place_state_update(device):

@@ -46,12 +46,11 @@ float16 has tf32's 10-bit mantissa (bfloat16 operands fail the contest's check u
 decay, docs/perf.md) at bfloat16's rate; the operands here are bounded by the inputs'
 sizes (unit-norm keys give |W|, |Tb|, |K~|, |M| of order 1), far inside float16's range.
 The products k.k and q.k take the bfloat16 inputs as they are (exact products). The
-triangular inverse: the 16 x 16 diagonal blocks A_d of A are nilpotent, so T_d = (I + A_d)^-1
-= (I - A_d)(I + A_d^2)(I + A_d^4)(I + A_d^8), whose products run in 3xTF32 (three tf32
-products per product, about float32's accuracy: the powers of A_d grow to ~10^3 for
-repeated keys while T_d stays of order 1, which float16 or tf32 alone could not resolve);
-then with N = T_d A_off (A_off the strictly block-lower part, N^(C/16) = 0), (I + A)^-1 =
-(I + N)^-1 T_d by Horner, z <- T_d - N z, in float16 products (N and z are of order 1).
+triangular inverse doubles the diagonal blocks whose inverse is known, T_2b = T_b - T_b A_b T_b
+(_unit_lower_inverse): its products take only entries of A and of the inverse itself, of
+order 1, so float16 operands suffice (the powers of A, which grow to ~10^3 for repeated keys,
+never appear; its error is that of the 3xTF32 doubling with float16 Horner steps it replaced,
+docs/perf.md prefill item 19).
 
 Kernels of the chunked path:
 1. `_chunk_prep_kernel`, one program per (block, value head), all in parallel: gates, G
@@ -96,11 +95,11 @@ PREP_WARPS = 4  # 8 on sm_100 (_prep_warps)
 # average (where the chunked path's per-sequence work dominates).
 WALK_MAX_TOKENS = 64
 WALK_MAX_MEAN_LENGTH = 4
-# Spans. When the sequences are long on average (at least SPAN_MIN_TOKENS tokens each), each
-# is cut into spans of at least SPAN_MIN_BLOCKS blocks, at most SPAN_MAX of them and at most
-# SPAN_PIECES // N (N sequences; none below 2); the span length comes from the mean sequence.
+# Spans. When the sequences are long on average (at least SPAN_MIN_TOKENS tokens each), the
+# call's blocks are cut into about SPAN_MAX spans in all, of at least SPAN_MIN_BLOCKS blocks;
+# at most SPAN_PIECES (sequence, span) pieces (none below 2 per sequence).
 SPAN_MIN_TOKENS = 2048
-SPAN_MIN_BLOCKS = 8
+SPAN_MIN_BLOCKS = 4
 SPAN_MAX = 16
 SPAN_PIECES = 32
 
@@ -755,17 +754,16 @@ def _walk_launch(total, num_seqs):
 
 def _span_plan(total, num_seqs):
     """(S, J): blocks per span and spans per sequence at most, for T tokens in N sequences
-    (J = 1: no spans; then S covers any sequence). S is the mean sequence's; J is what the
-    longest possible sequence (all T tokens) would take, within the bounds, so that a
-    sequence longer than the mean is cut into more spans before it takes longer ones
-    (_sequence_span). See SPAN_MIN_TOKENS."""
+    (J = 1: no spans; then S covers any sequence). The call's blocks are cut into about
+    SPAN_MAX spans in all, of at least SPAN_MIN_BLOCKS blocks (S); J is what a sequence of
+    all T tokens would take, within SPAN_PIECES // N, and a sequence longer than J spans of S
+    blocks takes longer ones (_sequence_span). See SPAN_MIN_TOKENS."""
     blocks = triton.cdiv(total, CHUNK)
-    mean = triton.cdiv(blocks, max(num_seqs, 1))
-    most = min(SPAN_MAX, SPAN_PIECES // num_seqs)
-    if most < 2 or total < SPAN_MIN_TOKENS * num_seqs or mean < 2 * SPAN_MIN_BLOCKS:
+    span = max(SPAN_MIN_BLOCKS, triton.cdiv(blocks, SPAN_MAX))
+    spans = min(SPAN_PIECES // num_seqs, triton.cdiv(blocks, span))
+    if spans < 2 or total < SPAN_MIN_TOKENS * num_seqs:
         return max(blocks, 1), 1
-    span = max(SPAN_MIN_BLOCKS, triton.cdiv(mean, most))
-    return span, min(most, triton.cdiv(blocks, span))
+    return span, spans
 
 
 def _pass_launch(pieces):
