@@ -67,7 +67,7 @@ SETTINGS = {
     "WALK_MAX_MEAN_LENGTH": Setting("calls of at most this many tokens per sequence walk them; -1: none", Range(-1)),
     "SPAN_MIN_TOKENS": Setting("tokens per sequence, on average, from which spans are cut", Range(0)),
     "SPAN_MIN_BLOCKS": Setting("blocks per span, at least", Range(1)),
-    "SPAN_MAX": Setting("spans per sequence, at most; below 2: none", Range(0, MOST_PIECES)),
+    "SPAN_MAX": Setting("spans a call is cut into, about (so per sequence at most); below 2: none", Range(0, MOST_PIECES)),
     "SPAN_PIECES": Setting("(sequence, span) pieces per call, at most", Range(0, MOST_PIECES)),
     "SUMMARY_LAUNCH": Setting("the span summary's Launch", LAUNCH),
     "FIXUP_LAUNCH": Setting("the span fix-up's Launch", LAUNCH),

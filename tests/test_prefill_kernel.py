@@ -261,9 +261,9 @@ def test_spans_match_float64_reference(lengths, with_state, span_blocks, device,
 
 
 def test_span_plan():
-    """No spans for short calls, short sequences on average or many sequences; otherwise spans
-    of at least SPAN_MIN_BLOCKS blocks, at most SPAN_MAX and SPAN_PIECES // N per sequence,
-    covering any sequence."""
+    """No spans for short calls, short sequences on average or many sequences; otherwise the
+    call's blocks cut into about SPAN_MAX spans of at least SPAN_MIN_BLOCKS blocks, at most
+    SPAN_MAX and SPAN_PIECES // N per sequence."""
     C = sub.CHUNK
     assert sub._span_plan(2 * sub.SPAN_MIN_BLOCKS * C - 1, 1) == (2 * sub.SPAN_MIN_BLOCKS, 1)
     assert sub._span_plan(sub.SPAN_MIN_TOKENS * 4 - 1, 4)[1] == 1
