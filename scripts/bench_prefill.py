@@ -7,10 +7,10 @@ sum and CUDA-graph replay, with determinism and worst margins
     python scripts/bench_prefill.py --seq-lens 6,64 --num-seqs 1,4   # a T x N grid, split evenly
     python scripts/bench_prefill.py --lengths 1,8191 --lengths 8192  # explicit lengths per call
     python scripts/bench_prefill.py --config NAME=VALUE,...  # also a variant of prefill.py
-    python scripts/bench_prefill.py --against old/prefill.py  # also another prefill.py, side by side
+    python scripts/bench_prefill.py --against /tmp/old/prefill.py  # also another prefill.py, side by side
 
 `--against` takes a prefill.py with the files it imports beside it, e.g. the last commit's:
-`mkdir -p old && git archive HEAD solution/triton | tar -x --strip-components=2 -C old`.
+`mkdir -p /tmp/old && git archive HEAD solution/triton | tar -x --strip-components=2 -C /tmp/old`.
 
 Each --config times another variant of prefill.py with those settings (the ones it takes, and
 their values: gdn_bench/prefill_variants.py, SETTINGS), checked before anything
