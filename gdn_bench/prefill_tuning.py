@@ -7,6 +7,8 @@ When prefill.py's tables change, this file changes with them, and only this file
 - PASS_TABLE (bound max_pieces: (sequence, span) pieces of the span pass's grid): the
   chunked path's calls, from many mid-length sequences (one span each, pieces = N) to long
   single sequences (cut into spans: pieces = spans);
+- SUMMARY_TABLE and FIXUP_TABLE (the same bound): the span summary's and the fix-up's
+  launches, on the calls of PASS_TABLE's that are cut into spans;
 - WALK_TABLE (bounds max_mean_length, the mean sequence length rounded up, and max_pairs,
   the (sequence, value head) pairs): the calls that walk their tokens, one-token sequences at
   every batch and short sequences.
@@ -29,9 +31,10 @@ from gdn_bench.shapes import HEAD_SIZE, NUM_V_HEADS
 from gdn_bench.signature import empty_outputs
 from gdn_bench.table_tuning import Probe, TableSweep
 
-# Chunked calls as (T, N), split evenly: mid-length sequences (no spans), long single ones.
+# Chunked calls as (T, N), split evenly: mid-length sequences (no spans), long single ones, and
+# a few long ones (spans in every sequence).
 PASS_SHAPES = ((512, 1), (1024, 2), (2048, 4), (4096, 8), (8192, 16), (8192, 32), (8192, 57), (2048, 1), (4096, 1),
-               (8192, 1), (16384, 1))
+               (8192, 1), (16384, 1), (8192, 4))
 # Calls that walk: one-token sequences, then short ones (T <= 64, or a mean of at most 4).
 WALK_SHAPES = tuple((n, n) for n in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)) + (
     (8, 1), (16, 1), (32, 1), (64, 1), (16, 4), (64, 8), (64, 16), (256, 64))
@@ -61,6 +64,12 @@ def _pass_probes(module) -> list[Probe]:
     return [_probe(t, n, (n * module._span_plan(t, n)[1],)) for t, n in PASS_SHAPES]
 
 
+def _span_probes(module) -> list[Probe]:
+    """The calls of PASS_SHAPES cut into spans (the summary and the fix-up run only there)."""
+    plans = [(t, n, module._span_plan(t, n)[1]) for t, n in PASS_SHAPES]
+    return [_probe(t, n, (n * spans,)) for t, n, spans in plans if spans > 1]
+
+
 def _walk_probes(module) -> list[Probe]:
     return [_probe(t, n, (triton.cdiv(t, n), n * NUM_V_HEADS)) for t, n in WALK_SHAPES]
 
@@ -70,7 +79,7 @@ def _fills_vectors(block_v: int, warps: int) -> bool:
     return block_v * HEAD_SIZE // (32 * warps) >= 4
 
 
-def _pass_candidates(module) -> list[dict]:
+def _launch_candidates(module) -> list[dict]:
     return [dict(launch=module.Launch(block_v=bv, warps=w, stages=s))
             for bv, w, s in itertools.product((16, 32, 64), (2, 4, 8), (1, 2, 3)) if _fills_vectors(bv, w)]
 
@@ -81,8 +90,12 @@ def _walk_candidates(module) -> list[dict]:
 
 
 SWEEPS = {
-    "PASS_TABLE": TableSweep(table="PASS_TABLE", bounds=("max_pieces",), candidates=_pass_candidates,
+    "PASS_TABLE": TableSweep(table="PASS_TABLE", bounds=("max_pieces",), candidates=_launch_candidates,
                              probes=_pass_probes),
+    "SUMMARY_TABLE": TableSweep(table="SUMMARY_TABLE", bounds=("max_pieces",), candidates=_launch_candidates,
+                                probes=_span_probes),
+    "FIXUP_TABLE": TableSweep(table="FIXUP_TABLE", bounds=("max_pieces",), candidates=_launch_candidates,
+                              probes=_span_probes),
     "WALK_TABLE": TableSweep(table="WALK_TABLE", bounds=("max_mean_length", "max_pairs"),
                              candidates=_walk_candidates, probes=_walk_probes),
 }

@@ -2,13 +2,12 @@
 its settings changed, so that launch configurations compare side by side without editing the
 file (--config of scripts/bench_prefill.py and scripts/profile_call.py).
 
-SETTINGS is what --config may set: module-level settings that prefill.py reads on every call,
-integers and Launch values (a Launch takes the tuple of its fields, e.g.
-SUMMARY_LAUNCH=(64,4,2)), each with the values it takes (a Range per integer), checked when
-the flag is parsed, on any machine, so that a value the kernels cannot take (a chunk that is
-not a power of two, a zero that would divide, a size that would allocate hundreds of GB) is one
-line naming the setting before anything needs a GPU. Its tables (PASS_TABLE, WALK_TABLE) are
-edited in the file. When prefill.py's settings change, SETTINGS changes with them (a test
+SETTINGS is what --config may set: module-level integer settings that prefill.py reads on
+every call, each with the values it takes (a Range), checked when the flag is parsed, on any
+machine, so that a value the kernels cannot take (a chunk that is not a power of two, a zero
+that would divide, a size that would allocate hundreds of GB) is one line naming the setting
+before anything needs a GPU. Its launch tables (PASS_TABLE, SUMMARY_TABLE, FIXUP_TABLE,
+WALK_TABLE) are tuned by scripts/tune_launch.py or edited in the file. When prefill.py's settings change, SETTINGS changes with them (a test
 holds the two together: every setting is in the file, in its form, and its value there passes).
 """
 
@@ -17,7 +16,6 @@ from dataclasses import dataclass
 
 from gdn_bench.algos import load_solution_file
 from gdn_bench.definitions.prefill.definition import PREFILL
-from gdn_bench.shapes import HEAD_SIZE
 
 
 @dataclass(frozen=True)
@@ -40,37 +38,24 @@ class Range:
 
 @dataclass(frozen=True)
 class Setting:
-    """What --config may set: `what` it is, in words, and the values it takes: a Range, or a
-    Range per field of a Launch-like NamedTuple ({field name: Range}, in field order)."""
+    """What --config may set: `what` it is, in words, and the values it takes."""
 
     what: str
-    takes: Range | dict[str, Range]
-
-    def expected(self) -> str:
-        if isinstance(self.takes, Range):
-            return str(self.takes)
-        return f"a tuple ({', '.join(self.takes)}): " + "; ".join(f"{f} {r}" for f, r in self.takes.items())
+    takes: Range
 
 
-WARPS = Range(1, 16, power_of_two=True)
-# Columns of the state per program: tl.arange takes powers of two, tl.dot at least 16, and the
-# programs tile the head's HEAD_SIZE columns.
-BLOCK_V = Range(16, HEAD_SIZE, power_of_two=True)
-LAUNCH = {"block_v": BLOCK_V, "warps": WARPS, "stages": Range(1, 8)}
 # A (sequence, span) piece's scratch is 1.5 MB (its map and entering state): at most this many.
 MOST_PIECES = 1024
 SETTINGS = {
     # tl.arange takes powers of two and tl.dot at least 16; the scratch grows as CHUNK squared.
     "CHUNK": Setting("tokens per block", Range(16, 128, power_of_two=True)),
-    "PREP_WARPS": Setting("warps of the chunk prep", WARPS),
+    "PREP_WARPS": Setting("warps of the chunk prep", Range(1, 16, power_of_two=True)),
     "WALK_MAX_TOKENS": Setting("calls of at most this many tokens walk them; -1: none", Range(-1)),
     "WALK_MAX_MEAN_LENGTH": Setting("calls of at most this many tokens per sequence walk them; -1: none", Range(-1)),
     "SPAN_MIN_TOKENS": Setting("tokens per sequence, on average, from which spans are cut", Range(0)),
     "SPAN_MIN_BLOCKS": Setting("blocks per span, at least", Range(1)),
     "SPAN_MAX": Setting("spans a call is cut into, about (so per sequence at most); below 2: none", Range(0, MOST_PIECES)),
     "SPAN_PIECES": Setting("(sequence, span) pieces per call, at most", Range(0, MOST_PIECES)),
-    "SUMMARY_LAUNCH": Setting("the span summary's Launch", LAUNCH),
-    "FIXUP_LAUNCH": Setting("the span fix-up's Launch", LAUNCH),
 }
 CONFIG_NAMES = tuple(SETTINGS)  # their names, in order
 
@@ -86,19 +71,13 @@ def check_setting(name: str, value) -> None:
     SETTINGS and `value` one of its values."""
     check_name(name)
     setting = SETTINGS[name]
-    if isinstance(setting.takes, Range):
-        fits = setting.takes.holds(value)
-    else:
-        fits = (isinstance(value, tuple) and len(value) == len(setting.takes)
-                and all(r.holds(v) for r, v in zip(setting.takes.values(), value)))
-    if not fits:
-        raise ValueError(f"{name} ({setting.what}): expected {setting.expected()}, got {value!r}")
+    if not setting.takes.holds(value):
+        raise ValueError(f"{name} ({setting.what}): expected {setting.takes}, got {value!r}")
 
 
 def parse_config(text: str) -> dict:
     """'CHUNK=32,PREP_WARPS=8' -> {'CHUNK': 32, 'PREP_WARPS': 8}: names from SETTINGS,
-    values Python literals (a tuple may hold commas: SUMMARY_LAUNCH=(64,4,2)) that it takes
-    (check_setting); else ValueError, one line."""
+    values Python literals that it takes (check_setting); else ValueError, one line."""
     usage = f"expected NAME=VALUE[,NAME=VALUE...], got {text!r}"
     try:
         call = ast.parse(f"f({text})", mode="eval").body
@@ -117,29 +96,18 @@ def parse_config(text: str) -> dict:
     return config
 
 
-def _like(current, value, name: str):
-    """`value` in the form of the module's `current` one: an integer, or a tuple of a
-    NamedTuple's fields (made into that NamedTuple); else ValueError."""
-    if hasattr(current, "_fields"):
-        if isinstance(value, tuple) and len(value) == len(current):
-            return type(current)(*(_like(c, v, f"{name}.{f}") for f, c, v in zip(current._fields, current, value)))
-        raise ValueError(f"{name}: expected a tuple ({', '.join(current._fields)}), got {value!r}")
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    raise ValueError(f"{name}: expected an integer, got {value!r}")
-
-
 def load_variant(config: dict, index: int):
-    """prefill.py loaded afresh with `config`'s settings set (each must pass check_setting, be
-    in the module, and be of its value's form there)."""
+    """prefill.py loaded afresh with `config`'s settings set (each must pass check_setting and
+    be an integer setting of the module)."""
     for name, value in config.items():
         check_setting(name, value)
     entry = PREFILL.submission_entry()
     module = load_solution_file(entry, f"gdn_prefill_variant_{index}")
     for name, value in config.items():
-        if not hasattr(module, name):
-            raise ValueError(f"{entry.name} has no setting {name!r} that --config takes ({', '.join(CONFIG_NAMES)})")
-        setattr(module, name, _like(getattr(module, name), value, name))
+        if not isinstance(getattr(module, name, None), int):
+            raise ValueError(f"{entry.name} has no integer setting {name!r} that --config takes "
+                             f"({', '.join(CONFIG_NAMES)})")
+        setattr(module, name, value)
     return module
 
 

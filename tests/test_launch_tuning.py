@@ -211,7 +211,7 @@ def test_write_table_refuses_a_positional_table(tmp_path):
 
 @pytest.mark.parametrize("argv, error", [
     (["--definition", "prefill", "--table", "LAUNCH_TABLE"], "argument --table: prefill has no table LAUNCH_TABLE; "
-                                                             "it has PASS_TABLE, WALK_TABLE"),
+                                                             "it has PASS_TABLE, SUMMARY_TABLE, FIXUP_TABLE, WALK_TABLE"),
     (["--seq-lens", "6"], "argument --seq-lens: not a flag of decode; its sizes are --batch-sizes"),
     (["--definition", "mtp", "--table", "PASS_TABLE"], "argument --table: mtp has no table PASS_TABLE; "
                                                        "it has LAUNCH_TABLE"),

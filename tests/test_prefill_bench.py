@@ -27,28 +27,24 @@ def test_even_lengths(total, count):
 
 
 def test_parse_config_takes_the_listed_settings_only():
-    parsed = variants.parse_config("CHUNK=32, PREP_WARPS=2,SUMMARY_LAUNCH=(64, 4, 2)")
-    assert parsed == {"CHUNK": 32, "PREP_WARPS": 2, "SUMMARY_LAUNCH": (64, 4, 2)}
+    parsed = variants.parse_config("CHUNK=32, PREP_WARPS=2,SPAN_MAX=(8)")
+    assert parsed == {"CHUNK": 32, "PREP_WARPS": 2, "SPAN_MAX": 8}
     for bad in ("CHUNK", "=3", "CHUNK=thirty", "1A=2", "", "CHUNK=1), f(2", "**x"):
         with pytest.raises(ValueError, match="expected"):
             variants.parse_config(bad)
-    for name in ("_PREP_WARPS", "STATE_WARPS", "PASS_TABLE"):
+    for name in ("_PREP_WARPS", "STATE_WARPS", "PASS_TABLE", "SUMMARY_TABLE"):
         with pytest.raises(ValueError, match=rf"^{name}: not a setting --config takes; it takes CHUNK, PREP_WARPS, "):
             variants.parse_config(f"{name}=2")
 
 
 def test_every_setting_is_the_submissions_in_its_form_and_takes_its_value_there():
-    """SETTINGS follows prefill.py: each a public setting of the file, an integer or a NamedTuple
-    with the fields its Setting lists, whose value in the file passes its own check."""
+    """SETTINGS follows prefill.py: each a public integer setting of the file whose value in
+    the file passes its own check."""
     module = variants.load_variant({}, 0)
-    for name, setting in variants.SETTINGS.items():
+    for name in variants.SETTINGS:
         value = getattr(module, name)
-        assert not name.startswith("_"), name
-        if isinstance(setting.takes, variants.Range):
-            assert type(value) is int, (name, value)
-        else:
-            assert value._fields == tuple(setting.takes), (name, value)
-        variants.check_setting(name, tuple(value) if hasattr(value, "_fields") else value)
+        assert not name.startswith("_") and type(value) is int, (name, value)
+        variants.check_setting(name, value)
 
 
 BAD_SETTINGS = {  # --config text -> what the one line says the setting takes
@@ -63,11 +59,8 @@ BAD_SETTINGS = {  # --config text -> what the one line says the setting takes
     "SPAN_MIN_BLOCKS=0": "SPAN_MIN_BLOCKS (blocks per span, at least): expected an integer >= 1, got 0",
     "SPAN_PIECES=4096": "SPAN_PIECES ((sequence, span) pieces per call, at most): expected an integer from 0 to 1024, "
                         "got 4096",
-    "SUMMARY_LAUNCH=(8,4,2)": "SUMMARY_LAUNCH (the span summary's Launch): expected a tuple (block_v, warps, stages): "
-                              "block_v a power of two from 16 to 128; warps a power of two from 1 to 16; stages an "
-                              "integer from 1 to 8, got (8, 4, 2)",
-    "FIXUP_LAUNCH=(16,8,0)": "FIXUP_LAUNCH (the span fix-up's Launch): expected a tuple (block_v, warps, stages): ",
-    "FIXUP_LAUNCH=(16,8)": "FIXUP_LAUNCH (the span fix-up's Launch): expected a tuple (block_v, warps, stages): ",
+    "SPAN_MAX=(16,8)": "SPAN_MAX (spans a call is cut into, about (so per sequence at most); below 2: none): "
+                       "expected an integer from 0 to 1024, got (16, 8)",
 }
 
 
@@ -80,23 +73,20 @@ def test_a_value_a_setting_does_not_take_is_one_line_naming_it(text, message):
 
 def test_the_values_the_readme_and_the_tests_use_are_taken():
     assert variants.parse_config("SPAN_MAX=8,WALK_MAX_TOKENS=-1,SPAN_MIN_TOKENS=1,SPAN_PIECES=1024,CHUNK=64,"
-                                 "SUMMARY_LAUNCH=(128,8,1)")
+                                 "SPAN_MIN_BLOCKS=2")
 
 
-def test_variants_set_listed_settings_in_their_form(tmp_path, monkeypatch):
+def test_variants_set_listed_settings(tmp_path, monkeypatch):
     source = tmp_path / "prefill.py"
-    source.write_text("from typing import NamedTuple\n\nclass Launch(NamedTuple):\n    block_v: int\n    warps: int\n"
-                      "    stages: int\n\nCHUNK = 64\nSUMMARY_LAUNCH = Launch(64, 4, 2)\n\n"
-                      "def kernel(*args):\n    return CHUNK, SUMMARY_LAUNCH\n")
+    source.write_text("CHUNK = 64\nSPAN_MIN_BLOCKS = (4, 8)\n\ndef kernel(*args):\n    return CHUNK\n")
     monkeypatch.setattr(variants, "PREFILL", SimpleNamespace(submission_entry=lambda: source))
-    base, variant = variants.load_variant({}, 0), variants.load_variant({"CHUNK": 16, "SUMMARY_LAUNCH": (32, 2, 3)}, 1)
-    assert base.kernel() == (64, (64, 4, 2))
-    assert variant.kernel() == (16, (32, 2, 3)) and type(variant.kernel()[1]) is variant.Launch
+    base, variant = variants.load_variant({}, 0), variants.load_variant({"CHUNK": 16}, 1)
+    assert base.kernel() == 64 and variant.kernel() == 16
     assert variants.variant_label({"CHUNK": 16}) == "ours[CHUNK=16]" and variants.variant_label({}) == "ours"
     for config, message in (({"CHUNKS": 16}, "CHUNKS: not a setting --config takes; it takes CHUNK, "),
-                            ({"SPAN_MAX": 16}, "prefill.py has no setting 'SPAN_MAX' that --config takes"),
-                            ({"CHUNK": 1.5}, r"CHUNK \(tokens per block\): expected a power of two"),
-                            ({"SUMMARY_LAUNCH": (64, 2, "3")}, r"SUMMARY_LAUNCH \(.*\): expected a tuple")):
+                            ({"SPAN_MAX": 16}, "prefill.py has no integer setting 'SPAN_MAX' that --config takes"),
+                            ({"SPAN_MIN_BLOCKS": 2}, "prefill.py has no integer setting 'SPAN_MIN_BLOCKS'"),
+                            ({"CHUNK": 1.5}, r"CHUNK \(tokens per block\): expected a power of two")):
         with pytest.raises(ValueError, match=message):
             variants.load_variant(config, 2)
 

@@ -202,22 +202,19 @@ def test_stress_inputs(stress, path, device, monkeypatch):
                    stress=stress)
 
 
-PRODUCTION_LAUNCHES = {"summary": sub.SUMMARY_LAUNCH, "fixup": sub.FIXUP_LAUNCH,
-                       **{f"pass row {row}": launch for row, (_, launch) in enumerate(sub.PASS_TABLE)}}
+LAUNCH_TABLES = ("PASS_TABLE", "SUMMARY_TABLE", "FIXUP_TABLE")
+PRODUCTION_LAUNCHES = {f"{table} row {row}": (table, launch) for table in LAUNCH_TABLES
+                       for row, (_, launch) in enumerate(getattr(sub, table))}
 
 
 @pytest.mark.parametrize("name", PRODUCTION_LAUNCHES)
 def test_every_production_launch(name, device, monkeypatch, production_launches):
-    """Each production Launch (the span pass's table rows, the summary's, the fix-up's), forced
-    onto a small call with spans: several sequences, one of them empty."""
-    launch = PRODUCTION_LAUNCHES[name]
-    for other in ("SUMMARY_LAUNCH", "FIXUP_LAUNCH"):  # the others as wide as the state: few programs
-        monkeypatch.setattr(sub, other, sub.Launch(block_v=D, warps=4, stages=1))
-    monkeypatch.setattr(sub, "PASS_TABLE", (sub.PassRow(None, sub.Launch(block_v=D, warps=4, stages=1)),))
-    if name.startswith("pass"):
-        monkeypatch.setattr(sub, "PASS_TABLE", (sub.PassRow(None, launch),))
-    else:
-        monkeypatch.setattr(sub, name.upper() + "_LAUNCH", launch)
+    """Each production Launch (every row of the span pass's, the summary's and the fix-up's
+    tables), forced onto a small call with spans: several sequences, one of them empty."""
+    table, launch = PRODUCTION_LAUNCHES[name]
+    for other in LAUNCH_TABLES:  # the others as wide as the state: few programs
+        monkeypatch.setattr(sub, other, (sub.PiecesRow(None, sub.Launch(block_v=D, warps=4, stages=1)),))
+    monkeypatch.setattr(sub, table, (sub.PiecesRow(None, launch),))
     _force_spans(monkeypatch, 1)
     row = list(PRODUCTION_LAUNCHES).index(name)
     call_and_check([70, 0, 135], True, "none", SEED + 100 + row, device, name)

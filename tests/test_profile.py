@@ -52,15 +52,15 @@ def test_prefill_shapes_even_split_or_explicit_lengths():
 
 def test_config_variant_merges_and_names_itself():
     target = _target(["--definition", "prefill", "-T", "64", "--config", "CHUNK=16,PREP_WARPS=8",
-                      "--config", "SUMMARY_LAUNCH=(64, 4, 2),SPAN_MAX=8"])
-    assert target.config == {"CHUNK": 16, "PREP_WARPS": 8, "SUMMARY_LAUNCH": (64, 4, 2), "SPAN_MAX": 8}
-    assert target.variant() == "triton-chunked[CHUNK=16,PREP_WARPS=8,SUMMARY_LAUNCH=(64, 4, 2),SPAN_MAX=8]"
-    assert target.file_stem() == "prefill-triton-chunked_CHUNK_16_PREP_WARPS_8_SUMMARY_LAUNCH_64_4_2_SPAN_MAX_8-T64-N1"
+                      "--config", "SPAN_MIN_BLOCKS=2,SPAN_MAX=8"])
+    assert target.config == {"CHUNK": 16, "PREP_WARPS": 8, "SPAN_MIN_BLOCKS": 2, "SPAN_MAX": 8}
+    assert target.variant() == "triton-chunked[CHUNK=16,PREP_WARPS=8,SPAN_MIN_BLOCKS=2,SPAN_MAX=8]"
+    assert target.file_stem() == "prefill-triton-chunked_CHUNK_16_PREP_WARPS_8_SPAN_MIN_BLOCKS_2_SPAN_MAX_8-T64-N1"
 
 
 @pytest.mark.parametrize("argv", [
     [], ["--definition", "prefill", "--lengths", "5,0,7", "--algo", "fla-chunk"],
-    ["--definition", "prefill", "-T", "64", "--config", "CHUNK=16,FIXUP_LAUNCH=(16, 8, 3)"],
+    ["--definition", "prefill", "-T", "64", "--config", "CHUNK=16,SPAN_MIN_BLOCKS=2"],
 ])
 def test_target_argv_names_the_same_target_again(argv, tmp_path):
     """--mode ncu re-runs the script with target_argv: it must parse back to the same target."""

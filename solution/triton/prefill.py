@@ -112,9 +112,10 @@ class Launch(NamedTuple):
     stages: int
 
 
-class PassRow(NamedTuple):
-    """A row of PASS_TABLE: grids of up to max_pieces (sequence, span) pieces (None: any
-    number, the last row) run the span pass with `launch`."""
+class PiecesRow(NamedTuple):
+    """A row of a table keyed by a call's (sequence, span) pieces (PASS_TABLE, SUMMARY_TABLE,
+    FIXUP_TABLE): calls of up to max_pieces pieces (None: any number, the last row) run that
+    table's kernel with `launch`."""
     max_pieces: int | None
     launch: Launch
 
@@ -124,12 +125,17 @@ class PassRow(NamedTuple):
 # operands once for BV columns) and one stage, so that two programs fit a multiprocessor's
 # shared memory.
 PASS_TABLE = (
-    PassRow(max_pieces=2, launch=Launch(block_v=16, warps=4, stages=2)),
-    PassRow(max_pieces=8, launch=Launch(block_v=32, warps=4, stages=1)),
-    PassRow(max_pieces=None, launch=Launch(block_v=64, warps=4, stages=1)),
+    PiecesRow(max_pieces=2, launch=Launch(block_v=16, warps=4, stages=2)),
+    PiecesRow(max_pieces=8, launch=Launch(block_v=32, warps=4, stages=1)),
+    PiecesRow(max_pieces=None, launch=Launch(block_v=64, warps=4, stages=1)),
 )
-SUMMARY_LAUNCH = Launch(block_v=64, warps=4, stages=2)
-FIXUP_LAUNCH = Launch(block_v=16, warps=4, stages=3)
+# The span summary and the fix-up run only with spans (2 to SPAN_PIECES pieces).
+SUMMARY_TABLE = (
+    PiecesRow(max_pieces=None, launch=Launch(block_v=64, warps=4, stages=2)),
+)
+FIXUP_TABLE = (
+    PiecesRow(max_pieces=None, launch=Launch(block_v=16, warps=4, stages=3)),
+)
 
 
 class WalkLaunch(NamedTuple):
@@ -737,8 +743,9 @@ def _plan(total, num_seqs, device):
     span_blocks, spans = _span_plan(total, num_seqs)
     if wide:
         return Plan(None, span_blocks, spans, *(INTERPRETER_LAUNCH,) * 3)
-    return Plan(None, span_blocks, spans, _on_device(_pass_launch(num_seqs * spans), device),
-                _on_device(SUMMARY_LAUNCH, device), _on_device(FIXUP_LAUNCH, device))
+    pieces = num_seqs * spans
+    return Plan(None, span_blocks, spans, *(_on_device(_launch_for(table, pieces), device)
+                                            for table in (PASS_TABLE, SUMMARY_TABLE, FIXUP_TABLE)))
 
 
 def _walks(total, num_seqs):
@@ -766,9 +773,9 @@ def _span_plan(total, num_seqs):
     return span, spans
 
 
-def _pass_launch(pieces):
-    """The span pass's Launch for a grid of `pieces` (sequence, span) pieces (PASS_TABLE)."""
-    return next(launch for most, launch in PASS_TABLE if _within(pieces, most))
+def _launch_for(table, pieces):
+    """The Launch of `table` (rows of PiecesRow) for a call of `pieces` (sequence, span) pieces."""
+    return next(launch for most, launch in table if _within(pieces, most))
 
 
 def _within(value, bound):
