@@ -14,7 +14,8 @@ setting: constants, or NamedTuples of constants (`launch=Launch(block_v=16, warp
 A TableSweep says how to tune one table: its name and bound fields, the settings to try and
 the calls to time (probes, each at a point: the values its call compares with the bounds).
 `sweep` forces each setting onto the loaded module as a one-row table with no bounds, checks
-each probe's outputs with it (a setting that computes wrong raises), and times the probe
+each probe's outputs with it (a setting that computes wrong on any probe is left out of every
+one, with why: compilers do miscompile some configurations), and times the probe
 (CUPTI span, cold L2: timing.kernel_time_us). `best_rows` turns the times into rows, and
 `write_table` writes them into the file as named rows (the class its rows are written with,
 the fields in that class's order, NamedTuple settings by their class names), leaving the
@@ -75,19 +76,22 @@ def sweep(module: ModuleType, spec: TableSweep, probes: list[Probe], finalists: 
     """Time every setting of `spec` on every probe (see the module docstring); the table is
     restored afterwards. The `finalists` fastest per probe are timed `repeats` more times and
     keep the median, so the choice rests on more than one sample near the top. A setting that
-    does not fit the GPU (Triton's OutOfResources) gets us None. Records: probe, size, point,
-    setting (a dict), us."""
+    does not fit the GPU (Triton's OutOfResources) gets us None; one whose outputs fail a
+    probe's check gets us None on every probe, and `wrong` (what the check said, on which
+    probe). Records: probe, size, point, setting (a dict), us[, wrong]."""
     from triton.runtime.errors import OutOfResources  # triton only once a sweep runs (gdn_bench.device)
 
     table = getattr(module, spec.table)
     row_class, open_bounds = type(table[0]), dict.fromkeys(spec.bounds)
     candidates = spec.candidates(module)
-    records = []
+    records, wrong = [], {}
     try:
         for probe in tqdm(probes, desc=spec.table, unit="probe"):
             call, check = probe.make(module)
             mine = []
             for setting in candidates:
+                if _setting_key(setting) in wrong:
+                    continue
                 setattr(module, spec.table, (row_class(**open_bounds, **setting),))
                 record = {"probe": probe.label, "size": probe.size, "point": list(probe.point), "setting": setting}
                 try:
@@ -98,7 +102,9 @@ def sweep(module: ModuleType, spec: TableSweep, probes: list[Probe], finalists: 
                 try:
                     check()
                 except AssertionError as e:
-                    raise AssertionError(f"{spec.table} {plain(setting)} on {probe.label}: {e}") from None
+                    wrong[_setting_key(setting)] = f"wrong on {probe.label}: {str(e).splitlines()[0]}"
+                    mine.append(dict(record, us=None))
+                    continue
                 mine.append(dict(record, us=timer(call)))
             for record in sorted((r for r in mine if r["us"] is not None), key=lambda r: r["us"])[:finalists]:
                 setattr(module, spec.table, (row_class(**open_bounds, **record["setting"]),))
@@ -106,6 +112,9 @@ def sweep(module: ModuleType, spec: TableSweep, probes: list[Probe], finalists: 
             records += mine
     finally:
         setattr(module, spec.table, table)
+    for record in records:
+        if _setting_key(record["setting"]) in wrong:
+            record.update(us=None, wrong=wrong[_setting_key(record["setting"])])
     return records
 
 

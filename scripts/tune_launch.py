@@ -83,6 +83,8 @@ def main(argv=None) -> int:
         table = available[name]
         probes = [p for p in table.probes(module) if not chosen[0] or p.size in chosen[0]]
         records = sweep(module, table, probes)
+        for why in dict.fromkeys((json.dumps(plain(r["setting"])), r["wrong"]) for r in records if "wrong" in r):
+            print(f"tune_launch: {name} {why[0]} left out: {why[1]}", file=sys.stderr)
         rows = best_rows(records, table.bounds)
         print(f"GPU: {gpu}; {name}: µs (CUPTI, cold L2, median) per probe and setting; * = fastest")
         print(_table_text(records))
