@@ -29,12 +29,12 @@ from flashinfer_bench.compile import BuilderRegistry
 from flashinfer_bench.compile.builder import BuildError
 from tqdm import tqdm
 
+from gdn_bench.algos import load_solution_file
 from gdn_bench.checking import worst_margin
 from gdn_bench.decode_bench import decode_inputs, decode_outputs, load_submission
 from gdn_bench.definitions.prefill.definition import LIBRARY, PREFILL, TOKEN_LOOP
 from gdn_bench.definitions.prefill.mix import STRESS, model_like_inputs, stressed
 from gdn_bench.definitions.prefill.reference import gdn_prefill, run
-from gdn_bench.algos import load_solution_file
 from gdn_bench.prefill_variants import load_variant, variant_label
 from gdn_bench.roles import BASELINE
 from gdn_bench.signature import empty_outputs

@@ -1,14 +1,15 @@
 """Variants of the prefill submission: solution/triton/prefill.py loaded afresh with some of
-its settings changed, so that launch configurations compare side by side without editing the
-file (--config of scripts/bench_prefill.py and scripts/profile_call.py).
+its integer settings changed, so that they compare side by side without editing the file
+(--config of scripts/bench_prefill.py and scripts/profile_call.py).
 
 SETTINGS is what --config may set: module-level integer settings that prefill.py reads on
 every call, each with the values it takes (a Range), checked when the flag is parsed, on any
 machine, so that a value the kernels cannot take (a chunk that is not a power of two, a zero
 that would divide, a size that would allocate hundreds of GB) is one line naming the setting
 before anything needs a GPU. Its launch tables (PASS_TABLE, SUMMARY_TABLE, FIXUP_TABLE,
-WALK_TABLE) are tuned by scripts/tune_launch.py or edited in the file. When prefill.py's settings change, SETTINGS changes with them (a test
-holds the two together: every setting is in the file, in its form, and its value there passes).
+WALK_TABLE) are tuned by scripts/tune_launch.py or edited in the file. When prefill.py's
+settings change, SETTINGS changes with them (a test holds the two together: every setting
+is an integer of the file, and its value there passes).
 """
 
 import ast
@@ -54,7 +55,8 @@ SETTINGS = {
     "WALK_MAX_MEAN_LENGTH": Setting("calls of at most this many tokens per sequence walk them; -1: none", Range(-1)),
     "SPAN_MIN_TOKENS": Setting("tokens per sequence, on average, from which spans are cut", Range(0)),
     "SPAN_MIN_BLOCKS": Setting("blocks per span, at least", Range(1)),
-    "SPAN_MAX": Setting("spans a call is cut into, about (so per sequence at most); below 2: none", Range(0, MOST_PIECES)),
+    "SPAN_MAX": Setting("spans a call is cut into, about (so per sequence at most); below 2: none",
+                        Range(0, MOST_PIECES)),
     "SPAN_PIECES": Setting("(sequence, span) pieces per call, at most", Range(0, MOST_PIECES)),
 }
 CONFIG_NAMES = tuple(SETTINGS)  # their names, in order

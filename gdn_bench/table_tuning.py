@@ -77,8 +77,9 @@ def sweep(module: ModuleType, spec: TableSweep, probes: list[Probe], finalists: 
     restored afterwards. The `finalists` fastest per probe are timed `repeats` more times and
     keep the median, so the choice rests on more than one sample near the top. A setting that
     does not fit the GPU (Triton's OutOfResources) gets us None; one whose outputs fail a
-    probe's check gets us None on every probe, and `wrong` (what the check said, on which
-    probe). Records: probe, size, point, setting (a dict), us[, wrong]."""
+    probe's check is not run on the later probes, and its records (those up to that probe)
+    get us None and `wrong` (what the check said, on which probe). Records: probe, size,
+    point, setting (a dict), us[, wrong]."""
     from triton.runtime.errors import OutOfResources  # triton only once a sweep runs (gdn_bench.device)
 
     table = getattr(module, spec.table)

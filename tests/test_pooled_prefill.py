@@ -114,8 +114,8 @@ def test_spans_in_place(monkeypatch):
     first span starts from: it reads the summary's copy), one moving to another slot, padding
     and a read past the pool between them."""
     _force_chunked(monkeypatch, span_blocks=1)
-    assert sub._span_plan(380, 5)[1] > 1
-    _call([150, 20, 150, 30, 30], [3, -1, 0, 7, 5], [3, 2, 4, 1, 5], 7, SEED + 2)
+    assert sub._span_plan(630, 5)[1] > 1
+    _call([150, 150, 150, 150, 30], [3, -1, 0, 7, 5], [3, 2, 4, 1, 5], 7, SEED + 2)
 
 
 @pytest.mark.parametrize("path", ("token walk", "chunked"))
@@ -130,8 +130,9 @@ def test_in_place_by_default_on_a_random_subset(path, monkeypatch):
 
 @pytest.mark.parametrize("path", ("token walk", "chunked", "spans"))
 def test_same_numbers_as_the_contest_kernel(path, monkeypatch):
-    """Pool slots in any order give bit for bit what kernel() gives on those states gathered
-    (but for empty sequences, whose state kernel() zeroes)."""
+    """Pool slots in any order give what kernel() gives on those states gathered (but for
+    empty sequences, whose state kernel() zeroes): bit for bit, except the token walk on a GPU,
+    whose compiled code differs with the pooled loads (there: within float32 rounding)."""
     if path != "token walk":
         _force_chunked(monkeypatch, 1 if path == "spans" else None)
     lengths = [5, 9] if path == "token walk" else [130, 40]
@@ -145,8 +146,12 @@ def test_same_numbers_as_the_contest_kernel(path, monkeypatch):
     sub.kernel(*front, pool[reads].clone(), *back, 0.1, dense_out, dense_state)
     output = torch.empty_like(dense_out)
     sub.pooled_prefill(*front, pool, reads, *back, 0.1, output)
-    assert torch.equal(output.view(torch.int16), dense_out.view(torch.int16))
-    assert torch.equal(pool[reads], dense_state)
+    if path == "token walk" and DEVICE == "cuda":
+        torch.testing.assert_close(output.float(), dense_out.float(), rtol=2**-7, atol=1e-5)
+        torch.testing.assert_close(pool[reads], dense_state, rtol=1e-5, atol=1e-6)
+    else:
+        assert torch.equal(output.view(torch.int16), dense_out.view(torch.int16))
+        assert torch.equal(pool[reads], dense_state)
 
 
 def _valid(device):

@@ -234,20 +234,23 @@ def _force_chunked(monkeypatch):
     monkeypatch.setattr(sub, "WALK_MAX_MEAN_LENGTH", -1)
 
 
-# Spans forced onto small calls (spans of 1 to 3 blocks): sequences of one to many spans,
+# Spans forced onto small calls (spans of 1 or 2 blocks): sequences of one to many spans,
 # starting inside a block or at its edge, ending at a span's edge or inside it, empty ones
-# between them, with and without a state.
+# between them, with and without a state; with few pieces allowed (the last field), a
+# sequence longer than J spans of S blocks takes longer spans (300 tokens in J = 2: 3 + 2).
 SPAN_CASES = [
-    ([200], True, 1), ([300], False, 2), ([64, 96], True, 1), ([150, 0, 64, 0, 130], True, 1),
-    ([31, 300, 1], False, 1), ([5, 250], True, 1),
+    ([200], True, 1, 1 << 10), ([300], False, 2, 1 << 10), ([64, 96], True, 1, 1 << 10),
+    ([150, 0, 64, 0, 130], True, 1, 1 << 10), ([31, 300, 1], False, 1, 1 << 10), ([5, 250], True, 1, 1 << 10),
+    ([300, 5], True, 1, 4),
 ]
 
 
-@pytest.mark.parametrize("lengths, with_state, span_blocks", SPAN_CASES, ids=str)
-def test_spans_match_float64_reference(lengths, with_state, span_blocks, device, monkeypatch):
+@pytest.mark.parametrize("lengths, with_state, span_blocks, pieces", SPAN_CASES, ids=str)
+def test_spans_match_float64_reference(lengths, with_state, span_blocks, pieces, device, monkeypatch):
     """A long sequence cut into spans (summary, fix-up, span pass) gives the float64
     reference's result, like the one-span path; and the two paths agree up to float32 rounding."""
     _force_spans(monkeypatch, span_blocks)
+    monkeypatch.setattr(sub, "SPAN_PIECES", pieces)
     assert sub._span_plan(sum(lengths), len(lengths))[1] > 1
     seed = SEED + 800 + sum(lengths)
     spans = call_and_check(lengths, with_state, "float", seed, device, f"spans of {span_blocks} blocks")
@@ -262,7 +265,7 @@ def test_span_plan():
     call's blocks cut into about SPAN_MAX spans of at least SPAN_MIN_BLOCKS blocks, at most
     SPAN_MAX and SPAN_PIECES // N per sequence."""
     C = sub.CHUNK
-    assert sub._span_plan(2 * sub.SPAN_MIN_BLOCKS * C - 1, 1) == (2 * sub.SPAN_MIN_BLOCKS, 1)
+    assert sub._span_plan(sub.SPAN_MIN_TOKENS - 1, 1)[1] == 1
     assert sub._span_plan(sub.SPAN_MIN_TOKENS * 4 - 1, 4)[1] == 1
     assert sub._span_plan(1 << 20, sub.SPAN_PIECES)[1] == 1
     assert sub._span_plan(0, 3) == (1, 1)
@@ -280,9 +283,20 @@ def test_span_plan():
     assert sub._span_plan(8192, 4)[0] == sub._span_plan(8192, 1)[0]
 
 
-def test_in_place_state_update(device):
-    """new_state may be the state tensor itself (each program reads its tile before writing)."""
+def test_in_place_state_update(device, monkeypatch):
+    """new_state may be the state tensor itself: each program reads its tile before writing;
+    with spans (span 0 reads what the last span writes, in one launch) the state is copied."""
     call_and_check([20, 0, 45], True, "none", SEED + 300, device, "in place", in_place=True)
+    _force_spans(monkeypatch, 1)
+    assert sub._span_plan(250, 3)[1] > 1
+    call_and_check([150, 0, 100], True, "none", SEED + 301, device, "in place, spans", in_place=True)
+
+
+def test_span_max_below_two_means_no_spans(monkeypatch):
+    """SPAN_MAX 0 or 1 (--config takes them): no spans, nothing divides by it."""
+    for value in (0, 1):
+        monkeypatch.setattr(sub, "SPAN_MAX", value)
+        assert sub._span_plan(1 << 16, 1)[1] == 1
 
 
 def test_two_calls_are_bit_identical(device):

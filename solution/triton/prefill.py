@@ -32,10 +32,10 @@ so long or strong decays underflow to 0, never to NaN.
 
 Spans. A block maps the state affinely, H_L = P_c H0 + N_c with P_c = exp(G_L) I - K~^T W
 (K x K) and N_c = K~^T U, so a run of blocks does too: the sequence's blocks, from the one
-holding its first token, are cut into at most J spans of S_n blocks each (S_n = max(S,
-ceil(blocks_n / J)): S is the plan's, from the mean sequence, so that a longer sequence takes
-longer spans rather than more), and for each span but the last P_j
-and N_j come from carrying the identity and zero through its blocks, in parallel for every
+holding its first token, are cut into at most J spans of S_n blocks each, S_n = max(S,
+ceil(blocks_n / J)) (S and J are the plan's, from the call's blocks: a sequence takes more
+spans as it grows, up to J, then longer ones), and for each span but the last P_j and N_j
+come from carrying the identity and zero through its blocks, in parallel for every
 span. Then the states entering the spans follow one after another, H_{j+1} = P_j H_j + N_j
 (the first from the sequence's own state), one product per span; and every span's outputs
 are computed in parallel from its entering state.
@@ -86,7 +86,8 @@ from .shared import (HEAD_SIZE, INTERPRETED, NUM_Q_HEADS, NUM_V_HEADS, Launcher,
                      expect_pool, expect_write_indices, pool_slots, scale_value, softplus)
 
 # --- Tuning surface: every setting and launch table, chosen in _plan ----------------------
-# Measured on H100 and H200 (docs/perf.md, prefill items 17-18).
+# Measured on H100 and H200 (docs/perf.md, prefill items 17-18; the span settings on an H100
+# alone, item 19).
 
 CHUNK = 64  # tokens per block (C): every product has 64 rows, which Hopper runs as wgmma
 PREP_WARPS = 4  # 8 on sm_100 (_prep_warps)
@@ -724,8 +725,8 @@ _SEQ_BLOCK = 64  # sequence ends compared per step when locating a token's seque
 
 class Plan(NamedTuple):
     """How a call of T tokens in N sequences runs (_plan). walk: the token walk's launch, or
-    None for the chunked path; then spans of span_blocks blocks, at most `spans` per sequence
-    (1: no spans), and the launches of the span pass, the summary and the fix-up."""
+    None for the chunked path; then spans of at least span_blocks blocks, at most `spans` per
+    sequence (1: no spans), and the launches of the span pass, the summary and the fix-up."""
     walk: WalkLaunch | None
     span_blocks: int
     spans: int
@@ -760,12 +761,14 @@ def _walk_launch(total, num_seqs):
 
 
 def _span_plan(total, num_seqs):
-    """(S, J): blocks per span and spans per sequence at most, for T tokens in N sequences
-    (J = 1: no spans; then S covers any sequence). The call's blocks are cut into about
-    SPAN_MAX spans in all, of at least SPAN_MIN_BLOCKS blocks (S); J is what a sequence of
-    all T tokens would take, within SPAN_PIECES // N, and a sequence longer than J spans of S
-    blocks takes longer ones (_sequence_span). See SPAN_MIN_TOKENS."""
+    """(S, J): blocks per span at least and spans per sequence at most, for T tokens in N
+    sequences (J = 1: no spans; then S covers any sequence). The call's blocks are cut into
+    about SPAN_MAX spans in all, of at least SPAN_MIN_BLOCKS blocks (S); J is what a sequence
+    of all T tokens would take, within SPAN_PIECES // N, and a sequence longer than J spans of
+    S blocks takes longer ones (_sequence_span). See SPAN_MIN_TOKENS."""
     blocks = triton.cdiv(total, CHUNK)
+    if SPAN_MAX < 2:
+        return max(blocks, 1), 1
     span = max(SPAN_MIN_BLOCKS, triton.cdiv(blocks, SPAN_MAX))
     spans = min(SPAN_PIECES // num_seqs, triton.cdiv(blocks, span))
     if spans < 2 or total < SPAN_MIN_TOKENS * num_seqs:
@@ -898,6 +901,8 @@ def kernel(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_
     writing nothing outside the tensors. (Which sequences the caller meant cannot be told
     then: a decrease makes sequences overlap, ends that do not add up to T leave rows to no
     sequence.) Callers that can afford a synchronization check first: check_cu_seqlens.
+    new_state may be state itself (in place); with spans the state is then copied first (one
+    more launch), since the last span's writes and the first span's reads share a launch.
     """
     tensors = (q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, output, new_state)
     total, num_seqs, device = _check(tensors)
@@ -958,6 +963,9 @@ def _launch_call(tensors, total, num_seqs, device, scale_float, scale_tensor, po
     plan = _plan(total, num_seqs, device)
     inputs = dict(q_ptr=q, k_ptr=k, A_log_ptr=A_log, a_ptr=a, dt_bias_ptr=dt_bias, b_ptr=b, cu_ptr=cu_seqlens)
     state_in = state if state is not None else new_state  # unused without a state
+    if (plan.spans > 1 and not pooled and state is not None
+            and state.untyped_storage().data_ptr() == new_state.untyped_storage().data_ptr()):
+        state_in = state.clone()  # in place: the last span writes what span 0 reads, in one launch
     scale_args = dict(scale=scale_float, scale_ptr=A_log if scale_tensor is None else scale_tensor)
     heads = dict(HV=NUM_V_HEADS, D=HEAD_SIZE)
     if plan.walk is not None:
