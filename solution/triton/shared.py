@@ -27,6 +27,46 @@ HEAD_SIZE = 128
 INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") == "1"
 
 
+# Launch tables are data keyed by architecture (arch_key): "sm90" (Hopper, and any GPU below
+# compute capability 10), "sm100" (Blackwell: B200 sm_100, B300 sm_103), "interpreter" (CPU).
+ARCHITECTURES = ("sm90", "sm100", "interpreter")
+_PLANNING_FOR = []  # capabilities pushed by planning_for (a stack: the last one is in force)
+
+
+def arch_key(device):
+    """The architecture whose launch tables `device` runs: "interpreter" for a CPU device (unless
+    planning_for says otherwise), else "sm100" for compute capability 10 or more and "sm90"
+    below. The one place a submission asks which GPU it plans for."""
+    if _PLANNING_FOR:
+        return capability_arch(_PLANNING_FOR[-1])
+    if device.type != "cuda":
+        return "interpreter"
+    return capability_arch(torch.cuda.get_device_capability(device))
+
+
+def capability_arch(capability):
+    """arch_key of a compute capability (major, minor); None: "interpreter"."""
+    if capability is None:
+        return "interpreter"
+    return "sm100" if capability[0] >= 10 else "sm90"
+
+
+class planning_for:
+    """Context manager: inside it, arch_key answers for `capability` (major, minor) whatever the
+    device, so that a tool without that GPU (the architecture report) can ask the submissions
+    which launches they would make there."""
+
+    def __init__(self, capability):
+        self.capability = tuple(capability)
+
+    def __enter__(self):
+        _PLANNING_FOR.append(self.capability)
+        return self
+
+    def __exit__(self, *exc):
+        _PLANNING_FOR.pop()
+
+
 class LaunchRow(NamedTuple):
     """One row of a launch table by batch size (kernel.py's and mtp.py's LAUNCH_TABLE): batch
     sizes up to max_batch (None: any larger one, the last row) run with block_v state rows per
