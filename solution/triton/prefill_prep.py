@@ -1,0 +1,169 @@
+"""Stage 1 of the chunked prefill path: each block's inverse and gates, all blocks in parallel.
+
+Tokens are cut into blocks of C tokens at fixed positions (block j holds tokens jC .. jC+C-1);
+the part of one sequence inside a block is a *segment*, and segments are independent. Inside a
+segment, with G_i the cumulative log-decay from its first token to token i (inclusive), G_end
+the segment's total and beta_i = sigmoid(b_i):
+
+    A[i,j] = beta_i exp(G_i - G_j) (k_i . k_j)        j < i, same segment (strictly lower)
+    Tb     = (I + A)^-1 diag(beta)
+    M[i,j] = scale exp(G_i - G_j) (q_i . k_j)         j <= i, same segment
+
+The prep writes these (Tb and M as float16 [C, C] tiles), the gates (e^G, scale e^G,
+e^(G_end - G) and e^G_end as float32 [C] rows) and, once per key head, the block's k and q
+as float16 copies [C, D]: the walks make every other operand on chip from them and v
+(prefill_carry), and a float16 tile feeds their products straight from memory, where a
+bfloat16 input would first be converted in registers (measured on an H200, docs/perf.md
+item 20: 9-13 % faster on the long and many-sequence calls). bfloat16 values are exact in
+float16 within its range (|x| < 65504, normal above 6.1e-5: far beyond unit-norm keys and
+N(0, 1) queries; smaller magnitudes keep float16's absolute precision). The products k.k
+and q.k take the bfloat16 inputs as they are (exact products, float32 sums); the inverse's
+products take float16 operands (see unit_lower_inverse).
+"""
+
+import triton
+import triton.language as tl
+
+from .prefill_common import cu_seqlens_load, cu_seqlens_ok, mark_rows, output_scale
+from .shared import softplus
+
+# Rows of a block's gates: e^G, scale e^G, e^(G_end - G), e^G_end (a constexpr the kernels read).
+GATE_ROWS = tl.constexpr(4)
+
+
+@triton.jit
+def _segment_sum(a_value, a_seg, b_value, b_seg):
+    """Combine for a segmented sum scan: values add up while the segment stays the same
+    (segments are runs of equal ids, so this is associative)."""
+    return b_value + tl.where(a_seg == b_seg, a_value, 0.0), b_seg
+
+
+@triton.jit
+def _segment_of(cu_ptr, N, rows, BN: tl.constexpr):
+    """For each token index in `rows`: the number of sequence ends cu_seqlens[1..N] at or
+    before it, i.e. the index of its sequence. Equal values mean the same sequence. The first
+    BN ends are loaded before any loop, so that their load overlaps the caller's."""
+    offs = 1 + tl.arange(0, BN)
+    ends = tl.load(cu_ptr + offs, mask=offs <= N, other=2**62)
+    seg = tl.sum((ends[None, :] <= rows[:, None]).to(tl.int32), axis=1)
+    for start in range(BN, N, BN):
+        ends = tl.load(cu_ptr + start + offs, mask=start + offs <= N, other=2**62)
+        seg += tl.sum((ends[None, :] <= rows[:, None]).to(tl.int32), axis=1)
+    return seg
+
+
+@triton.jit
+def block_setup(
+    q_ptr, k_ptr, A_log_ptr, a_ptr, dt_bias_ptr, b_ptr, cu_ptr, start, head, T, N,
+    SINGLE: tl.constexpr, WIDEN_BF16: tl.constexpr, HQ: tl.constexpr, HV: tl.constexpr, D: tl.constexpr,
+    C: tl.constexpr, BN: tl.constexpr,
+):
+    """Loads and gates of the block of C tokens from `start` for one value head.
+
+    Returns valid (rows < T), seg (sequence of each row), k and q [C, D] (bf16, or float32
+    when WIDEN_BF16), beta, G (float64: g summed over the row's segment up to the row), G_end
+    (float64: over the whole segment) and decay [C, C]: exp(G_i - G_j) for the pairs (i, j)
+    of one segment with j <= i, else 0. The sums run in float64: G grows to C times the
+    largest |g|, and a float32 G would put an error of |G| * 2^-24 into every exponent, where
+    only |G_i - G_j| * 2^-24 is due."""
+    # Every global load first: with a cold L2 each costs about a microsecond, so they must
+    # be in flight together rather than one after another.
+    i = tl.arange(0, C)
+    offs_d = tl.arange(0, D)
+    rows = start + i
+    valid = rows < T
+    qk_offs = (rows[:, None] * HQ + head // (HV // HQ)) * D + offs_d[None, :]
+    k = tl.load(k_ptr + qk_offs, mask=valid[:, None], other=0.0)
+    q = tl.load(q_ptr + qk_offs, mask=valid[:, None], other=0.0)
+    a = tl.load(a_ptr + rows * HV + head, mask=valid, other=0.0)
+    b = tl.load(b_ptr + rows * HV + head, mask=valid, other=0.0)
+    A_log = tl.load(A_log_ptr + head)
+    dt_bias = tl.load(dt_bias_ptr + head)
+    if SINGLE:
+        seg = tl.zeros([C], dtype=tl.int32)
+    else:
+        seg = _segment_of(cu_ptr, N, rows, BN)
+    if WIDEN_BF16:
+        k = k.to(tl.float32)
+        q = q.to(tl.float32)
+
+    g = tl.where(valid, -tl.exp(A_log) * softplus(a.to(tl.float32) + dt_bias), 0.0).to(tl.float64)
+    beta = 1.0 / (1.0 + tl.exp(-b.to(tl.float32)))
+    G, _ = tl.associative_scan((g, seg), 0, _segment_sum)
+    after, _ = tl.associative_scan((g, seg), 0, _segment_sum, reverse=True)
+    causal = (seg[:, None] == seg[None, :]) & (i[None, :] <= i[:, None])
+    decay = tl.exp(tl.where(causal, (G[:, None] - G[None, :]).to(tl.float32), float("-inf")))
+    return valid, seg, k, q, beta, G, G + after - g, decay
+
+
+@triton.jit
+def unit_lower_inverse(A, C: tl.constexpr, LOG_C: tl.constexpr):
+    """(I + A)^-1 for A [C, C] float32 strictly lower triangular (C = 2^LOG_C), by doubling
+    the diagonal blocks whose inverse is known. A block-lower-triangular matrix inverts as
+
+        [[X, 0], [L, Y]]^-1 = [[X^-1, 0], [-Y^-1 L X^-1, Y^-1]],
+
+    so with T_b the inverse of I + A cut to its diagonal blocks of b rows, and A_b the entries
+    of A inside the diagonal blocks of 2b rows but outside those of b rows (rows i, j whose
+    highest differing bit is bit log2 b):  T_2b = T_b - T_b (A_b T_b).  T_1 = I, so
+    T_2 = I - A_1, then two products per level up to b = C/2. The operands are entries of A
+    and of the inverse itself (of order 1 for the gates' A: no powers of A, whose entries
+    grow), so they go in as float16 with float32 sums; T's entries, once set, never change."""
+    i = tl.arange(0, C)
+    apart = i[:, None] ^ i[None, :]  # its highest set bit: the level at which rows i and j meet
+    inverse = tl.where(apart == 0, 1.0, 0.0) - tl.where(apart == 1, A, 0.0)
+    for bit in tl.static_range(1, LOG_C):
+        part = tl.where((apart >> bit) == 1, A, 0.0).to(tl.float16)
+        inverse16 = inverse.to(tl.float16)
+        inverse -= tl.dot(inverse16, tl.dot(part, inverse16).to(tl.float16))
+    return inverse
+
+
+@triton.jit(do_not_specialize=["T", "N"])
+def chunk_prep_kernel(
+    q_ptr, k_ptr, A_log_ptr, a_ptr, dt_bias_ptr, b_ptr, cu_ptr, tb_ptr, m_ptr, gate_ptr, k16_ptr, q16_ptr, flag_ptr,
+    out_ptr, scale, scale_ptr, T, N,
+    SINGLE: tl.constexpr, SCALE_FROM_PTR: tl.constexpr, WIDEN_BF16: tl.constexpr, IDX: tl.constexpr,
+    HQ: tl.constexpr, HV: tl.constexpr, D: tl.constexpr, C: tl.constexpr, LOG_C: tl.constexpr, BN: tl.constexpr,
+):
+    """One block of C tokens for one value head (grid: blocks, HV): writes Tb and M [C, C] as
+    float16 tiles of block-major scratch, the block's gates [GATE_ROWS, C] in float32: e^G,
+    scale e^G, e^(G_end - G) and e^G_end (G_end: G at the last token of each row's segment),
+    and, from the first value head of each key head, k and q as float16 [C, D] tiles of
+    block-major scratch [blocks, HQ, C, D] (zero past T). SINGLE: one sequence (no search).
+    WIDEN_BF16: take the bf16 products in float32 (Triton's interpreter computes bf16 tl.dot
+    wrongly); they are exact either way. Also checks
+    cu_seqlens (cu_seqlens_ok): program (0, 0) writes the flag every starting state adds, 0 or,
+    for a malformed one, NaN; and then every program writes NaN into its block's output rows
+    (those no sequence would write)."""
+    block = tl.program_id(0)
+    head = tl.program_id(1)
+    lower, upper, cu_first, cu_last = cu_seqlens_load(cu_ptr, N, BN)
+    i = tl.arange(0, C)
+    valid, seg, k, q, beta, G64, G_end64, decay = block_setup(
+        q_ptr, k_ptr, A_log_ptr, a_ptr, dt_bias_ptr, b_ptr, cu_ptr, block.to(IDX) * C, head, T, N,
+        SINGLE, WIDEN_BF16, HQ, HV, D, C, BN)
+    scale = output_scale(scale, scale_ptr, SCALE_FROM_PTR, D)
+    block_hv = block.to(IDX) * HV + head
+    square = block_hv * (C * C) + i[:, None] * C + i[None, :]
+    if head % (HV // HQ) == 0:
+        copy = (block.to(IDX) * HQ + head // (HV // HQ)) * (C * D) + i[:, None] * D + tl.arange(0, D)[None, :]
+        tl.store(k16_ptr + copy, k.to(tl.float16))
+        tl.store(q16_ptr + copy, q.to(tl.float16))
+    kk = tl.dot(k, tl.trans(k))
+    qk = tl.dot(q, tl.trans(k))
+    tl.store(m_ptr + square, ((scale * decay) * qk).to(tl.float16))
+    e_g = tl.exp(G64.to(tl.float32))
+    gates = gate_ptr + block_hv * (GATE_ROWS * C) + i
+    tl.store(gates, e_g)
+    tl.store(gates + C, scale * e_g)
+    tl.store(gates + 2 * C, tl.exp((G_end64 - G64).to(tl.float32)))
+    tl.store(gates + 3 * C, tl.exp(G_end64.to(tl.float32)))
+    A = tl.where(i[None, :] < i[:, None], beta[:, None] * decay * kk, 0.0)
+    tl.store(tb_ptr + square, (unit_lower_inverse(A, C, LOG_C) * beta[None, :]).to(tl.float16))
+    ok = cu_seqlens_ok(lower, upper, cu_first, cu_last, cu_ptr, N, T, BN)
+    if (block == 0) & (head == 0):
+        tl.store(flag_ptr, tl.where(ok, 0.0, float("nan")))
+    if not ok:
+        mark_rows(out_ptr, block.to(tl.int64) * C, tl.minimum(block.to(tl.int64) * C + C, T), head,
+                  tl.arange(0, D), HV, D)
