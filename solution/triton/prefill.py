@@ -33,9 +33,10 @@ float16 has tf32's 10-bit mantissa (bfloat16 operands fail the contest's check u
 decay, docs/perf.md) at bfloat16's rate; the operands are bounded by the inputs' sizes.
 
 Launches come from per-architecture tables (_table: "sm90" for Hopper, "sm100" for Blackwell,
-shared.arch_key), so a change of GPU changes data, not code. On sm_100 every kernel that
-carries the state runs 4 warps and one stage, and no tl.dot accumulates into another's
-result: outside every failure of Triton's tcgen05 path reported for Triton 3.6 (docs/sm100.md).
+shared.arch_key), so a change of GPU changes data, not code. On sm_100 the kernels that carry
+the state run 2 warps (mma.sync) under a Triton older than 3.8, whose tcgen05 path has
+computed tl.dot recurrences wrongly, and 4 warps with one stage from 3.8 on, outside every
+failure reported (docs/sm100.md).
 
 No host synchronization inside a call: sequence bounds are read on the device, grids come
 from shapes, and lengths are runtime arguments (no recompilation per T or N).
@@ -43,6 +44,7 @@ Deterministic: no atomics, a fixed order for every sum. Only torch, triton and t
 standard library are imported: the evaluator has nothing else.
 """
 
+import re
 from typing import NamedTuple
 
 import torch
@@ -92,45 +94,92 @@ class PiecesRow(NamedTuple):
 
 
 class PrepRow(NamedTuple):
-    """The prep's one-row table (PREP_TABLE): its warps, for calls of any size."""
+    """A row of PREP_TABLE: calls of up to max_blocks blocks (None: any number, the last row)
+    run the prep with `warps` warps."""
     max_blocks: int | None
     warps: int
 
 
-# Every launch table is there once per architecture (the suffix: shared.arch_key's name), read
-# through _table. sm_90 (Hopper). The pass: few pieces: latency-bound, narrow tiles (more
-# programs) and the next block's operands prefetched (stages 2); many: throughput-bound, wide
-# tiles (each program loads a block's operands once for BV columns) and one stage.
-PREP_TABLE_SM90 = (
-    PrepRow(max_blocks=None, warps=4),
-)
-PASS_TABLE_SM90 = (
-    PiecesRow(max_pieces=2, launch=Launch(block_v=16, warps=4, stages=2)),
-    PiecesRow(max_pieces=8, launch=Launch(block_v=64, warps=4, stages=1)),
-    PiecesRow(max_pieces=None, launch=Launch(block_v=64, warps=4, stages=1)),
-)
+# Every launch table is a dict by architecture, read through _table: "sm90" (Hopper); "sm100"
+# (Blackwell) in two plans chosen by Triton's version; "interpreter" (Triton's interpreter on
+# the CPU costs a few milliseconds per program whatever its tile: there every kernel runs with
+# the state's whole width per program). A tuner rewrites one architecture's rows.
+#
+# sm_90. The pass: few pieces: latency-bound, narrow tiles (more programs) and the next block's
+# operands prefetched (stages 2); more: wide tiles (each program loads a block's operands once
+# for 64 columns) and one stage. Measured on an H200 (docs/perf.md item 20): 32 columns with
+# one stage (the former middle row) and 16 with one stage compute wrongly under Triton 3.6
+# (an illegal address; worst margins of 100 and more), the interpreter right; not used.
+#
+# sm_100, two plans. Triton's tcgen05 path (4 or more warps) computed tl.dot recurrences
+# wrongly or nondeterministically on sm_100/sm_103 (triton #9871, #10590, #10821, PR #10993,
+# docs/sm100.md), fixed in main after 3.7's branch; every 2-warp configuration was
+# deterministic (2 warps run mma.sync, never tcgen05). "sm100", for Triton 3.8 or later:
+# Hopper's wide tiles, 4 warps and one stage everywhere (outside every failing set reported:
+# those need 2-3 stages), measured forced onto an H200 within 8 % of the Hopper plan on the
+# long rows. "sm100_mma_sync", below 3.8 (the contest's image holds a 3.7): the kernels that
+# carry the state at 2 warps, 16 columns, one stage. The prep's products carry nothing across
+# a loop (its inverse is unrolled): 4 warps in both, outside every reported trigger.
+PREP_TABLE = {
+    "sm90": (
+        PrepRow(max_blocks=None, warps=4),
+    ),
+    "sm100": (
+        PrepRow(max_blocks=None, warps=4),
+    ),
+    "sm100_mma_sync": (
+        PrepRow(max_blocks=None, warps=4),
+    ),
+    "interpreter": (
+        PrepRow(max_blocks=None, warps=4),
+    ),
+}
+PASS_TABLE = {
+    "sm90": (
+        PiecesRow(max_pieces=2, launch=Launch(block_v=16, warps=4, stages=2)),
+        PiecesRow(max_pieces=None, launch=Launch(block_v=64, warps=4, stages=1)),
+    ),
+    "sm100": (
+        PiecesRow(max_pieces=None, launch=Launch(block_v=64, warps=4, stages=1)),
+    ),
+    "sm100_mma_sync": (
+        PiecesRow(max_pieces=None, launch=Launch(block_v=16, warps=2, stages=1)),
+    ),
+    "interpreter": (
+        PiecesRow(max_pieces=None, launch=Launch(block_v=128, warps=4, stages=1)),
+    ),
+}
 # The span summary and the fix-up run only with spans (2 to SPAN_PIECES pieces).
-SUMMARY_TABLE_SM90 = (
-    PiecesRow(max_pieces=None, launch=Launch(block_v=64, warps=4, stages=2)),
-)
-FIXUP_TABLE_SM90 = (
-    PiecesRow(max_pieces=None, launch=Launch(block_v=16, warps=4, stages=3)),
-)
-# sm_100 (Blackwell): Hopper's widths, every state kernel at 4 warps and one stage (docs/sm100.md:
-# Triton 3.6's tcgen05 path computed tl.dot recurrences nondeterministically with 4 or 8 warps
-# and 2-3 stages; one stage is outside every failing set reported).
-PREP_TABLE_SM100 = (
-    PrepRow(max_blocks=None, warps=4),
-)
-PASS_TABLE_SM100 = (
-    PiecesRow(max_pieces=None, launch=Launch(block_v=64, warps=4, stages=1)),
-)
-SUMMARY_TABLE_SM100 = (
-    PiecesRow(max_pieces=None, launch=Launch(block_v=64, warps=4, stages=1)),
-)
-FIXUP_TABLE_SM100 = (
-    PiecesRow(max_pieces=None, launch=Launch(block_v=16, warps=4, stages=1)),
-)
+SUMMARY_TABLE = {
+    "sm90": (
+        PiecesRow(max_pieces=None, launch=Launch(block_v=64, warps=4, stages=2)),
+    ),
+    "sm100": (
+        PiecesRow(max_pieces=None, launch=Launch(block_v=64, warps=4, stages=1)),
+    ),
+    "sm100_mma_sync": (
+        PiecesRow(max_pieces=None, launch=Launch(block_v=16, warps=2, stages=1)),
+    ),
+    "interpreter": (
+        PiecesRow(max_pieces=None, launch=Launch(block_v=128, warps=4, stages=1)),
+    ),
+}
+FIXUP_TABLE = {
+    "sm90": (
+        PiecesRow(max_pieces=None, launch=Launch(block_v=16, warps=4, stages=3)),
+    ),
+    "sm100": (
+        PiecesRow(max_pieces=None, launch=Launch(block_v=16, warps=4, stages=1)),
+    ),
+    "sm100_mma_sync": (
+        PiecesRow(max_pieces=None, launch=Launch(block_v=16, warps=2, stages=1)),
+    ),
+    "interpreter": (
+        PiecesRow(max_pieces=None, launch=Launch(block_v=128, warps=4, stages=1)),
+    ),
+}
+# The first Triton whose tcgen05 path carries tl.dot recurrences right (docs/sm100.md).
+TCGEN05_RECURRENCES_FROM = (3, 8)
 
 
 class WalkLaunch(NamedTuple):
@@ -152,24 +201,38 @@ class WalkRow(NamedTuple):
 # One-token sequences: no tiles, and decode's tiles at large batch; longer ones: tiles of
 # tokens, narrow state tiles for one sequence (more programs, a shorter chain per token). The
 # walk has no tensor-core product: sm_100 runs sm_90's rows until a B200 sweep writes its own.
-WALK_TABLE_SM90 = (
-    WalkRow(max_mean_length=1, max_pairs=32, launch=WalkLaunch(block_v=2, warps=1, tile=1)),
-    WalkRow(max_mean_length=1, max_pairs=None, launch=WalkLaunch(block_v=16, warps=1, tile=1)),
-    WalkRow(max_mean_length=None, max_pairs=8, launch=WalkLaunch(block_v=2, warps=1, tile=8)),
-    WalkRow(max_mean_length=None, max_pairs=None, launch=WalkLaunch(block_v=4, warps=1, tile=4)),
-)
-WALK_TABLE_SM100 = WALK_TABLE_SM90
-
-# Triton's interpreter (TRITON_INTERPRET=1, CPU) costs a few milliseconds per program whatever
-# its tile, so there every kernel runs with the whole state's width per program.
-INTERPRETER_LAUNCH = Launch(block_v=HEAD_SIZE, warps=4, stages=1)
-INTERPRETER_WALK = WalkLaunch(block_v=HEAD_SIZE, warps=1, tile=4)
+WALK_TABLE = {
+    "sm90": (
+        WalkRow(max_mean_length=1, max_pairs=32, launch=WalkLaunch(block_v=2, warps=1, tile=1)),
+        WalkRow(max_mean_length=1, max_pairs=None, launch=WalkLaunch(block_v=16, warps=1, tile=1)),
+        WalkRow(max_mean_length=None, max_pairs=8, launch=WalkLaunch(block_v=2, warps=1, tile=8)),
+        WalkRow(max_mean_length=None, max_pairs=None, launch=WalkLaunch(block_v=4, warps=1, tile=4)),
+    ),
+    "sm100": (
+        WalkRow(max_mean_length=1, max_pairs=32, launch=WalkLaunch(block_v=2, warps=1, tile=1)),
+        WalkRow(max_mean_length=1, max_pairs=None, launch=WalkLaunch(block_v=16, warps=1, tile=1)),
+        WalkRow(max_mean_length=None, max_pairs=8, launch=WalkLaunch(block_v=2, warps=1, tile=8)),
+        WalkRow(max_mean_length=None, max_pairs=None, launch=WalkLaunch(block_v=4, warps=1, tile=4)),
+    ),
+    "interpreter": (
+        WalkRow(max_mean_length=None, max_pairs=None, launch=WalkLaunch(block_v=128, warps=1, tile=4)),
+    ),
+}
 
 
 def _table(name, arch):
-    """Launch table `name` (PASS_TABLE, ...) of architecture `arch` ("sm90", "sm100"): the
-    module's NAME_SM90 / NAME_SM100 as it holds it now (a tuner may have replaced it)."""
-    return globals()[f"{name}_{arch.upper()}"]
+    """The rows of launch table `name` (PASS_TABLE, ...) for architecture `arch` (shared.arch_key):
+    its "sm100_mma_sync" rows on sm_100 under a Triton older than TCGEN05_RECURRENCES_FROM (and
+    for tables without them, the walk's, "sm100"). The one place a table is chosen."""
+    table = globals()[name]
+    if arch == "sm100" and triton_version() < TCGEN05_RECURRENCES_FROM:
+        return table.get("sm100_mma_sync", table[arch])
+    return table[arch]
+
+
+def triton_version():
+    """Triton's (major, minor, patch) from triton.__version__ ("3.7.1", "3.8.0+git675c5987")."""
+    return tuple(int(part) for part in re.findall(r"\d+", triton.__version__.split("+")[0])[:3])
 
 
 # --- Host side: checks, scale, the plan, scratch, launches -------------------------------------
@@ -187,14 +250,14 @@ class Plan(NamedTuple):
     """How a call of T tokens in N sequences runs (_plan). walk: the token walk's launch, or
     None for the chunked path; then the prep's warps, spans of at least span_blocks blocks, at
     most `spans` per sequence (1: no spans), and the launches of the span pass, the summary and
-    the fix-up."""
+    the fix-up (None where the call walks)."""
     walk: WalkLaunch | None
     prep_warps: int
     span_blocks: int
     spans: int
-    pass_launch: Launch
-    summary: Launch
-    fixup: Launch
+    pass_launch: Launch | None
+    summary: Launch | None
+    fixup: Launch | None
 
 
 def _plan(total, num_seqs, device):
@@ -202,13 +265,9 @@ def _plan(total, num_seqs, device):
     shapes and the device's architecture only (the tables and settings at the top of this
     file). The one place a path or a launch is chosen."""
     arch = arch_key(device)
-    wide = arch == "interpreter"
     if _walks(total, num_seqs):
-        walk = INTERPRETER_WALK if wide else _walk_launch(total, num_seqs, _table("WALK_TABLE", arch))
-        return Plan(walk, INTERPRETER_LAUNCH.warps, 1, 1, *(INTERPRETER_LAUNCH,) * 3)
+        return Plan(_walk_launch(total, num_seqs, _table("WALK_TABLE", arch)), 0, 1, 1, None, None, None)
     span_blocks, spans = _span_plan(total, num_seqs)
-    if wide:
-        return Plan(None, INTERPRETER_LAUNCH.warps, span_blocks, spans, *(INTERPRETER_LAUNCH,) * 3)
     pieces = num_seqs * spans
     prep_warps = next(row.warps for row in _table("PREP_TABLE", arch)
                       if _within(triton.cdiv(total, CHUNK), row.max_blocks))
