@@ -6,8 +6,9 @@ SETTINGS is what --config may set: module-level integer settings that prefill.py
 every call, each with the values it takes (a Range), checked when the flag is parsed, on any
 machine, so that a value the kernels cannot take (a chunk that is not a power of two, a zero
 that would divide, a size that would allocate hundreds of GB) is one line naming the setting
-before anything needs a GPU. Its launch tables (PASS_TABLE, SUMMARY_TABLE, FIXUP_TABLE,
-WALK_TABLE) are tuned by scripts/tune_launch.py or edited in the file. When prefill.py's
+before anything needs a GPU. Its launch tables (PREP_TABLE, PASS_TABLE, SUMMARY_TABLE,
+FIXUP_TABLE, WALK_TABLE: dicts by architecture) are tuned by scripts/tune_launch.py or edited
+in the file. When prefill.py's
 settings change, SETTINGS changes with them (a test holds the two together: every setting
 is an integer of the file, and its value there passes).
 """
@@ -50,7 +51,6 @@ MOST_PIECES = 1024
 SETTINGS = {
     # tl.arange takes powers of two and tl.dot at least 16; the scratch grows as CHUNK squared.
     "CHUNK": Setting("tokens per block", Range(16, 128, power_of_two=True)),
-    "PREP_WARPS": Setting("warps of the chunk prep", Range(1, 16, power_of_two=True)),
     "WALK_MAX_TOKENS": Setting("calls of at most this many tokens walk them; -1: none", Range(-1)),
     "WALK_MAX_MEAN_LENGTH": Setting("calls of at most this many tokens per sequence walk them; -1: none", Range(-1)),
     "SPAN_MIN_TOKENS": Setting("tokens per sequence, on average, from which spans are cut", Range(0)),
@@ -78,7 +78,7 @@ def check_setting(name: str, value) -> None:
 
 
 def parse_config(text: str) -> dict:
-    """'CHUNK=32,PREP_WARPS=8' -> {'CHUNK': 32, 'PREP_WARPS': 8}: names from SETTINGS,
+    """'CHUNK=32,SPAN_MAX=8' -> {'CHUNK': 32, 'SPAN_MAX': 8}: names from SETTINGS,
     values Python literals that it takes (check_setting); else ValueError, one line."""
     usage = f"expected NAME=VALUE[,NAME=VALUE...], got {text!r}"
     try:

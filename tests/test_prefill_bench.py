@@ -27,13 +27,13 @@ def test_even_lengths(total, count):
 
 
 def test_parse_config_takes_the_listed_settings_only():
-    parsed = variants.parse_config("CHUNK=32, PREP_WARPS=2,SPAN_MAX=(8)")
-    assert parsed == {"CHUNK": 32, "PREP_WARPS": 2, "SPAN_MAX": 8}
+    parsed = variants.parse_config("CHUNK=32, SPAN_MIN_BLOCKS=2,SPAN_MAX=(8)")
+    assert parsed == {"CHUNK": 32, "SPAN_MIN_BLOCKS": 2, "SPAN_MAX": 8}
     for bad in ("CHUNK", "=3", "CHUNK=thirty", "1A=2", "", "CHUNK=1), f(2", "**x"):
         with pytest.raises(ValueError, match="expected"):
             variants.parse_config(bad)
-    for name in ("_PREP_WARPS", "STATE_WARPS", "PASS_TABLE", "SUMMARY_TABLE"):
-        with pytest.raises(ValueError, match=rf"^{name}: not a setting --config takes; it takes CHUNK, PREP_WARPS, "):
+    for name in ("_CHUNK", "PREP_WARPS", "PASS_TABLE", "SUMMARY_TABLE"):
+        with pytest.raises(ValueError, match=rf"^{name}: not a setting --config takes; it takes CHUNK, WALK_MAX_TOKENS, "):
             variants.parse_config(f"{name}=2")
 
 
@@ -53,7 +53,6 @@ BAD_SETTINGS = {  # --config text -> what the one line says the setting takes
     "CHUNK=100000": "CHUNK (tokens per block): expected a power of two from 16 to 128, got 100000",
     "CHUNK=True": "CHUNK (tokens per block): expected a power of two from 16 to 128, got True",
     "CHUNK=64.0": "CHUNK (tokens per block): expected a power of two from 16 to 128, got 64.0",
-    "PREP_WARPS=3": "PREP_WARPS (warps of the chunk prep): expected a power of two from 1 to 16, got 3",
     "WALK_MAX_TOKENS=-2": "WALK_MAX_TOKENS (calls of at most this many tokens walk them; -1: none): expected an "
                           "integer >= -1, got -2",
     "SPAN_MIN_BLOCKS=0": "SPAN_MIN_BLOCKS (blocks per span, at least): expected an integer >= 1, got 0",

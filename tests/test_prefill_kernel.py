@@ -61,9 +61,9 @@ PATHS_AGREE = 1e-2
 
 @pytest.fixture
 def production_launches(monkeypatch):
-    """The launch tables as a GPU uses them: in the interpreter every kernel otherwise runs
-    with the state's whole width per program (sub.INTERPRETER_WIDE)."""
-    monkeypatch.setattr(sub, "INTERPRETER_WIDE", False)
+    """Launches forced by a test into the tables' "interpreter" rows run as given: in the
+    interpreter every kernel otherwise runs with the state's whole width per program."""
+    return monkeypatch
 
 
 def _random_calls(rng: random.Random, sequences: int) -> list[list[int]]:
@@ -203,18 +203,28 @@ def test_stress_inputs(stress, path, device, monkeypatch):
 
 
 LAUNCH_TABLES = ("PASS_TABLE", "SUMMARY_TABLE", "FIXUP_TABLE")
-PRODUCTION_LAUNCHES = {f"{table} row {row}": (table, launch) for table in LAUNCH_TABLES
-                       for row, (_, launch) in enumerate(getattr(sub, table))}
+GPU_ARCHITECTURES = ("sm90", "sm100", "sm100_mma_sync")
+PRODUCTION_LAUNCHES = {f"{table} {arch} row {row}": (table, launch) for table in LAUNCH_TABLES
+                       for arch in GPU_ARCHITECTURES for row, (_, launch) in enumerate(getattr(sub, table)[arch])}
+
+
+def _force_launch(monkeypatch, table, launch):
+    """`launch` for every call of `table`'s kernel where this runs: the "interpreter" rows on a
+    CPU, every architecture's on a GPU."""
+    for arch in getattr(sub, table):
+        monkeypatch.setitem(getattr(sub, table), arch, (sub.PiecesRow(None, launch),))
 
 
 @pytest.mark.parametrize("name", PRODUCTION_LAUNCHES)
 def test_every_production_launch(name, device, monkeypatch, production_launches):
     """Each production Launch (every row of the span pass's, the summary's and the fix-up's
-    tables), forced onto a small call with spans: several sequences, one of them empty."""
+    tables, every GPU architecture's), forced onto a small call with spans: several sequences,
+    one of them empty. (On a GPU, a launch of another architecture's table runs on this one:
+    what its code computes is the same.)"""
     table, launch = PRODUCTION_LAUNCHES[name]
     for other in LAUNCH_TABLES:  # the others as wide as the state: few programs
-        monkeypatch.setattr(sub, other, (sub.PiecesRow(None, sub.Launch(block_v=D, warps=4, stages=1)),))
-    monkeypatch.setattr(sub, table, (sub.PiecesRow(None, launch),))
+        _force_launch(monkeypatch, other, sub.Launch(block_v=D, warps=4, stages=1))
+    _force_launch(monkeypatch, table, launch)
     _force_spans(monkeypatch, 1)
     row = list(PRODUCTION_LAUNCHES).index(name)
     call_and_check([70, 0, 135], True, "none", SEED + 100 + row, device, name)
@@ -328,12 +338,12 @@ def test_at_most_four_launches_all_prepared_first(device, monkeypatch):
         assert events == [("prepare", k) for k in kernels] + [("launch", k) for k in kernels], events
         events.clear()
     call_and_check([150, 3], True, "none", SEED + 500, device, "launch count")
-    expect("_chunk_prep_kernel", "_span_pass_kernel")
+    expect("chunk_prep_kernel", "span_pass_kernel")
     call_and_check([4, 0, 9, 10, 1], True, "none", SEED + 504, device, "launch count, token walk")
-    expect("_token_walk_kernel")
+    expect("token_walk_kernel")
     _force_spans(monkeypatch, 1)
     call_and_check([150, 100], True, "none", SEED + 501, device, "launch count, spans")
-    expect("_chunk_prep_kernel", "_span_summary_kernel", "_span_fixup_kernel", "_span_pass_kernel")
+    expect("chunk_prep_kernel", "span_summary_kernel", "span_fixup_kernel", "span_pass_kernel")
 
 
 def test_empty_call_on_the_chunked_path_still_runs_the_prep(device, monkeypatch):
@@ -342,7 +352,7 @@ def test_empty_call_on_the_chunked_path_still_runs_the_prep(device, monkeypatch)
     _force_chunked(monkeypatch)
     events = _record_launches(monkeypatch)
     call_and_check([0, 0], True, "none", SEED + 520, device, "empty, chunked")
-    assert ("launch", "_chunk_prep_kernel") in events, events
+    assert ("launch", "chunk_prep_kernel") in events, events
 
 
 @pytest.mark.parametrize("lengths", ([7], [32], [0], [3, 0, 20], [8, 8, 8, 8], [1] * 9), ids=str)
@@ -365,13 +375,16 @@ SHORT_CASES = [([W], True), ([W + 1], True), ([1] * 12, True), ([4] * 6, False),
                ([0, 1, 0, 2, 0], True), ([M] * (W // M + 1), True), ([M + 1] * (W // M + 1), False)]
 
 
-PRODUCTION_WALKS = [launch for _, _, launch in sub.WALK_TABLE]
+PRODUCTION_WALKS = sorted({launch for arch in GPU_ARCHITECTURES if arch in sub.WALK_TABLE
+                           for _, _, launch in sub.WALK_TABLE[arch]})
 
 
 @pytest.mark.parametrize("row", range(len(PRODUCTION_WALKS)))
 def test_every_production_walk_launch(row, device, monkeypatch, production_launches):
-    """Each row of WALK_TABLE, forced onto a small call (a few programs' worth in the interpreter)."""
-    monkeypatch.setattr(sub, "WALK_TABLE", (sub.WalkRow(None, None, PRODUCTION_WALKS[row]),))
+    """Each launch of WALK_TABLE (every GPU architecture's), forced onto a small call (a few
+    programs' worth in the interpreter)."""
+    for arch in sub.WALK_TABLE:
+        monkeypatch.setitem(sub.WALK_TABLE, arch, (sub.WalkRow(None, None, PRODUCTION_WALKS[row]),))
     call_and_check([2] if DEVICE == "cpu" else [9, 0, 3, 1], True, "float", SEED + 950 + row, device, f"walk row {row}")
 
 
@@ -469,7 +482,7 @@ def test_no_host_synchronization_and_no_recompilation(device):
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         sub.kernel(*inputs.values(), scale, output, new_state)
-    kernels = (sub._chunk_prep_kernel, sub._span_pass_kernel, sub._token_walk_kernel)
+    kernels = (sub.chunk_prep_kernel, sub.span_pass_kernel, sub.token_walk_kernel)
     compiled = [len(k.device_caches[torch.cuda.current_device()][0]) for k in kernels]
     for lengths in ([1], [77], [5, 9, 0, 200], [33, 33, 33]):
         x = draw_inputs(lengths, torch.Generator().manual_seed(SEED + 1), device)

@@ -51,11 +51,11 @@ def test_prefill_shapes_even_split_or_explicit_lengths():
 
 
 def test_config_variant_merges_and_names_itself():
-    target = _target(["--definition", "prefill", "-T", "64", "--config", "CHUNK=16,PREP_WARPS=8",
+    target = _target(["--definition", "prefill", "-T", "64", "--config", "CHUNK=16,WALK_MAX_TOKENS=8",
                       "--config", "SPAN_MIN_BLOCKS=2,SPAN_MAX=8"])
-    assert target.config == {"CHUNK": 16, "PREP_WARPS": 8, "SPAN_MIN_BLOCKS": 2, "SPAN_MAX": 8}
-    assert target.variant() == "triton-chunked[CHUNK=16,PREP_WARPS=8,SPAN_MIN_BLOCKS=2,SPAN_MAX=8]"
-    assert target.file_stem() == "prefill-triton-chunked_CHUNK_16_PREP_WARPS_8_SPAN_MIN_BLOCKS_2_SPAN_MAX_8-T64-N1"
+    assert target.config == {"CHUNK": 16, "WALK_MAX_TOKENS": 8, "SPAN_MIN_BLOCKS": 2, "SPAN_MAX": 8}
+    assert target.variant() == "triton-chunked[CHUNK=16,WALK_MAX_TOKENS=8,SPAN_MIN_BLOCKS=2,SPAN_MAX=8]"
+    assert target.file_stem() == "prefill-triton-chunked_CHUNK_16_WALK_MAX_TOKENS_8_SPAN_MIN_BLOCKS_2_SPAN_MAX_8-T64-N1"
 
 
 @pytest.mark.parametrize("argv", [
@@ -84,7 +84,7 @@ def test_target_argv_names_the_same_target_again(argv, tmp_path):
     (["--config", "CHUNK=16"], "argument --config: variants are of the prefill submission (triton-chunked) only"),
     (["--definition", "prefill", "--algo", "fi-baseline", "--config", "CHUNK=16"], "variants are of the prefill"),
     (["--definition", "prefill", "--config", "CHUNK"], "argument --config: expected NAME=VALUE"),
-    (["--definition", "prefill", "--config", "_PREP_WARPS=8"], "argument --config: _PREP_WARPS: not a setting --config takes"),
+    (["--definition", "prefill", "--config", "PREP_WARPS=8"], "argument --config: PREP_WARPS: not a setting --config takes"),
     (["--definition", "prefill", "--config", "CHUNK=48"],
      "argument --config: CHUNK (tokens per block): expected a power of two from 16 to 128, got 48"),
     (["--kernel", "(unclosed"], "argument --kernel: not a regular expression"),

@@ -1,0 +1,184 @@
+"""The prefill submission's stages one by one (solution/triton/prefill_*.py): the triangular
+inverse against torch.linalg.inv in float64, the prep's tiles against their float64
+definitions, the host's and the device's span plans agreeing, the fused path (no spans: one
+program walks a whole sequence) against the float64 reference on its own, and the rule that
+picks the path on the shapes it was measured on."""
+
+import random
+
+import pytest
+import torch
+import triton
+import triton.language as tl
+
+from gdn_bench.algos import load_solution_file
+from gdn_bench.checking import worst_margin
+from gdn_bench.definitions.prefill.definition import PREFILL
+from gdn_bench.definitions.prefill.mix import cu_seqlens_of, model_like_inputs
+from gdn_bench.definitions.prefill.reference import gdn_prefill
+from gdn_bench.shapes import HEAD_SIZE as D
+from gdn_bench.shapes import NUM_Q_HEADS as HQ
+from gdn_bench.shapes import NUM_V_HEADS as HV
+from helpers import DEVICE, SEED
+
+sub = load_solution_file(PREFILL.submission_entry(), "gdn_prefill_stages")
+prep = __import__("gdn_prefill_stages.prefill_prep", fromlist=["unit_lower_inverse"])
+spans = __import__("gdn_prefill_stages.prefill_spans", fromlist=["sequence_span"])
+C = sub.CHUNK
+
+
+@triton.jit
+def _inverse_kernel(a_ptr, out_ptr, C: tl.constexpr, LOG_C: tl.constexpr):
+    i = tl.arange(0, C)
+    square = i[:, None] * C + i[None, :]
+    tl.store(out_ptr + square, prep.unit_lower_inverse(tl.load(a_ptr + square), C, LOG_C))
+
+
+def _gate_like_lower(gen: torch.Generator, repeated: bool) -> torch.Tensor:
+    """A strictly lower [C, C] matrix as the prep builds it: beta_i exp(G_i - G_j) k_i . k_j, unit
+    keys (all one key repeated, with beta near 1, when `repeated`: the hardest case)."""
+    k = torch.nn.functional.normalize(torch.randn(C, D, generator=gen, dtype=torch.float64), dim=-1)
+    if repeated:
+        k = k[:1].expand(C, D)
+    beta = torch.sigmoid(torch.randn(C, generator=gen, dtype=torch.float64) + (6.0 if repeated else 0.0))
+    G = torch.cumsum(-0.05 * torch.rand(C, generator=gen, dtype=torch.float64), 0)
+    decay = torch.exp(G[:, None] - G[None, :])
+    return torch.tril(beta[:, None] * decay * (k @ k.T), diagonal=-1)
+
+
+@pytest.mark.parametrize("repeated", (False, True), ids=("random keys", "repeated keys"))
+def test_the_inverse_matches_float64(repeated):
+    """unit_lower_inverse(A) = (I + A)^-1 within float16 operands' rounding (relative to the
+    inverse's largest entry; its float64 simulation gave 9.1e-4 at worst, docs/perf.md item 19)."""
+    gen = torch.Generator().manual_seed(SEED + repeated)
+    A = _gate_like_lower(gen, repeated)
+    out = torch.full((C, C), float("nan"), device=DEVICE)
+    _inverse_kernel[(1,)](A.float().to(DEVICE), out, C=C, LOG_C=C.bit_length() - 1)
+    want = torch.linalg.inv(torch.eye(C, dtype=torch.float64) + A)
+    error = (out.cpu().double() - want).abs().max() / want.abs().max()
+    assert error < 2e-3, float(error)
+
+
+def test_the_prep_writes_its_definitions():
+    """One sequence of two blocks, the prep alone: Tb = (I + A)^-1 diag(beta), M = scale
+    exp(G_i - G_j) q_i . k_j (j <= i), the gate rows and the float16 copies of k and q, per
+    block and value head, against float64 (the tiles are float16: 2e-3 of their largest entry)."""
+    lengths = [2 * C - 7]
+    inputs = model_like_inputs(lengths, torch.Generator(device=DEVICE).manual_seed(SEED + 3), DEVICE)
+    q, k, v, state, A_log, a, dt_bias, b, cu = (inputs[n] for n in ("q", "k", "v", "state", "A_log", "a", "dt_bias",
+                                                                     "b", "cu_seqlens"))
+    total, blocks, scale = lengths[0], 2, D ** -0.5
+    s = sub._scratch(blocks, 1, 1, torch.device(DEVICE))
+    output = torch.empty(total, HV, D, dtype=torch.bfloat16, device=DEVICE)
+    sub.chunk_prep_kernel[(blocks, HV)](
+        q, k, A_log, a, dt_bias, b, cu, s["tb"], s["m"], s["gates"], s["k16"], s["q16"], s["flag"], output, scale,
+        A_log, total, 1, SINGLE=True, SCALE_FROM_PTR=False, WIDEN_BF16=DEVICE == "cpu", IDX=tl.int32, HQ=HQ, HV=HV,
+        D=D, C=C, LOG_C=C.bit_length() - 1, BN=64)
+    assert float(s["flag"][0]) == 0.0
+    for block in range(blocks):
+        rows = torch.arange(block * C, min(block * C + C, total))
+        n = len(rows)
+        for head in range(HV):
+            kh = k[rows, head // (HV // HQ)].double().cpu()
+            qh = q[rows, head // (HV // HQ)].double().cpu()
+            x = (a[rows, head].double() + dt_bias[head].double()).cpu()
+            g = -torch.exp(A_log[head].double().cpu()) * torch.nn.functional.softplus(x)
+            beta = torch.sigmoid(b[rows, head].double().cpu())
+            G = torch.cumsum(g, 0)
+            decay = torch.tril(torch.exp(G[:, None] - G[None, :]))
+            A = torch.tril(beta[:, None] * decay * (kh @ kh.T), diagonal=-1)
+            want = {"tb": torch.linalg.inv(torch.eye(n, dtype=torch.float64) + A) * beta[None, :],
+                    "m": scale * decay * (qh @ kh.T)}
+            slot = block * HV + head
+            for name, tile in want.items():
+                got = s[name].view(blocks, HV, C, C)[block, head, :n, :n].double().cpu()
+                assert (got - tile).abs().max() <= 2e-3 * tile.abs().max(), (name, block, head)
+            gates = s["gates"].view(blocks * HV, 4, C)[slot, :, :n].double().cpu()
+            rows_want = torch.stack([torch.exp(G), scale * torch.exp(G), torch.exp(G[-1] - G), torch.exp(G[-1]).expand(n)])
+            torch.testing.assert_close(gates, rows_want, rtol=1e-5, atol=1e-7)
+        for name, source in (("k16", k), ("q16", q)):
+            copy = s[name].view(blocks, HQ, C, D)[block, :, :n].cpu()
+            assert torch.equal(copy, source[rows].transpose(0, 1).to(torch.float16).cpu()), name
+
+
+@triton.jit
+def _span_kernel(cu_ptr, out_ptr, T, S, J, C: tl.constexpr):
+    seq = tl.program_id(0)
+    span = tl.program_id(1)
+    bos, eos, first, count, spans_n = spans.sequence_span(cu_ptr, seq, span, T, S, J, False, C)
+    base = out_ptr + (seq * J + span) * 3
+    tl.store(base, first)
+    tl.store(base + 1, count)
+    tl.store(base + 2, spans_n)
+
+
+def test_host_and_device_span_plans_agree():
+    """sequence_span on the device and sequence_span_host give the same cut for random
+    sequences and plans (S, J), including empty sequences and sequences longer than J spans."""
+    rng = random.Random(SEED + 7)
+    for _ in range(6):
+        lengths = [0 if rng.random() < 0.2 else rng.randint(1, 700) for _ in range(rng.randint(1, 6))]
+        S, J = rng.randint(1, 5), rng.randint(1, 6)
+        total = sum(lengths)
+        cu = cu_seqlens_of(lengths, DEVICE)
+        out = torch.full((len(lengths), J, 3), -1, dtype=torch.int64, device=DEVICE)
+        _span_kernel[(len(lengths), J)](cu, out, total, S, J, C=C)
+        ends = cu.tolist()
+        for n in range(len(lengths)):
+            for j in range(J):
+                want = spans.sequence_span_host(ends[n], ends[n + 1], j, S, J, C)
+                assert tuple(out[n, j].tolist()) == want, (lengths, S, J, n, j)
+
+
+def test_the_span_plan_covers_every_block_once():
+    """The host's cut, over each sequence's spans, covers its blocks once, in order, in at
+    most J spans (J from span_plan)."""
+    settings = spans.SpanSettings(min_tokens=1, min_blocks=2, most=16, pieces=64)
+    for lengths in ([4096], [1, 8191], [2048] * 4, [300, 5, 0, 900]):
+        S, J = spans.span_plan(sum(lengths), len(lengths), C, settings)
+        bos = 0
+        for length in lengths:
+            first_block, covered = bos // C, []
+            for j in range(J):
+                first, count, _ = spans.sequence_span_host(bos, bos + length, j, S, J, C)
+                covered += list(range(first, first + count))
+            blocks = (bos + length - 1) // C - first_block + 1 if length else 0
+            assert covered == list(range(first_block, first_block + blocks)), (lengths, length)
+            bos += length
+
+
+def test_the_fused_path_matches_float64(monkeypatch):
+    """The fused path on its own (no spans: each program walks its whole sequence), on several
+    sequences straddling blocks, one empty: outputs within the contest's tolerance and states
+    close to the float64 reference."""
+    monkeypatch.setattr(sub, "WALK_MAX_TOKENS", -1)
+    monkeypatch.setattr(sub, "WALK_MAX_MEAN_LENGTH", -1)
+    lengths = [70, 0, 135, 64]
+    assert sub._plan(sum(lengths), len(lengths), torch.device(DEVICE)).spans == 1
+    inputs = model_like_inputs(lengths, torch.Generator(device=DEVICE).manual_seed(SEED + 11), DEVICE)
+    output = torch.full((sum(lengths), HV, D), float("nan"), dtype=torch.bfloat16, device=DEVICE)
+    new_state = torch.full((len(lengths), HV, D, D), float("nan"), device=DEVICE)
+    sub.kernel(*inputs.values(), output, new_state)
+    want_out, want_state = gdn_prefill(*inputs.values(), compute_dtype=torch.float64)
+    assert not output.isnan().any() and not new_state.isnan().any()
+    slack = 2.0 if DEVICE == "cpu" else 1.0  # the interpreter truncates to bfloat16 (a GPU rounds)
+    assert worst_margin(output, want_out) <= slack
+    assert worst_margin(new_state, want_state) <= 0.1
+
+
+# Calls as measured (docs/perf.md items 19-20) -> the path the rule gives them: the token walk,
+# the fused path (chunked, no spans) or spans.
+MEASURED_PATHS = {
+    "64": ([64], "walk"), "512×1": ([1] * 512, "walk"), "4×256": ([256] * 4, "fused"), "1×1024": ([1024], "fused"),
+    "16×512": ([512] * 16, "fused"), "57 / 8192": ([144] * 41 + [143] * 16, "fused"),
+    "1×2048": ([2048], "spans"), "1×8192": ([8192], "spans"), "1×16384": ([16384], "spans"),
+    "[1, 8191]": ([1, 8191], "spans"), "4×2048": ([2048] * 4, "spans"),
+}
+
+
+@pytest.mark.parametrize("name", MEASURED_PATHS)
+def test_the_rule_picks_the_measured_path(name):
+    lengths, path = MEASURED_PATHS[name]
+    plan = sub._plan(sum(lengths), len(lengths), torch.device("cpu"))
+    got = "walk" if plan.walk is not None else "spans" if plan.spans > 1 else "fused"
+    assert got == path, (name, plan)
