@@ -30,7 +30,7 @@ import json
 import sys
 from pathlib import Path
 
-from gdn_bench.arguments import (add_root_argument, chosen_project, count, definitions_name, output_file,
+from gdn_bench.arguments import (ScriptParser, add_root_argument, chosen_project, count, definitions_name, output_file,
                                  output_folder, positive_int, positive_ints, seed)
 from gdn_bench.definitions import BOTH, DEFAULT, DEFINITIONS, chosen, resolve
 from gdn_bench.device import prepare_triton
@@ -117,8 +117,7 @@ def algorithms_epilog() -> str:
 
 
 def build_parser(checkout: Path) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="run_local.py", description=__doc__, epilog=algorithms_epilog(),
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ScriptParser(PROG, description=__doc__, epilog=algorithms_epilog())
     add_run_arguments(parser)
     add_root_argument(parser, checkout)
     parser.add_argument("--dataset", type=Path, help="trace set root (default: the definition's own)")

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gdn_bench import ncu_summary, proton_lines
-from gdn_bench.arguments import (add_root_argument, chosen_project, definition_name, output_folder, positive_int,
+from gdn_bench.arguments import (ScriptParser, add_root_argument, chosen_project, definition_name, output_folder, positive_int,
                                  seed)
 from gdn_bench.definitions import TRACK, resolve
 from gdn_bench.paths import checkout_of
@@ -85,8 +85,7 @@ def _names(text: str) -> tuple[str, ...]:
 
 
 def build_parser(checkout: Path) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="profile_call.py", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ScriptParser("profile_call", description=__doc__)
     choices = ", ".join(f"{s.short} ({s.name})" for s in TRACK)
     parser.add_argument("--definition", type=definition_name, default="decode", help=f"{choices}; default decode")
     defaults = ", ".join(f"{s.submission} for {s.short}" for s in TRACK)
@@ -273,7 +272,7 @@ def main(argv=None, *, script: Path) -> int:
         else:
             written = run_proton(target, args)
     except (ValueError, ncu_summary.NcuError, proton_lines.ProtonError) as e:
-        print(f"profile: error: {e}", file=sys.stderr)
+        print(f"profile_call: error: {e}", file=sys.stderr)
         return 2
     print(f"wrote {', '.join(map(str, written))}")
     return 0

@@ -23,7 +23,7 @@ import json
 import sys
 from pathlib import Path
 
-from gdn_bench.arguments import add_root_argument, chosen_project, output_folder, positive_ints
+from gdn_bench.arguments import ScriptParser, add_root_argument, chosen_project, output_folder, positive_ints
 from gdn_bench.bench_sizes import PREFILL_NUM_SEQS, PREFILL_SEQ_LENS
 from gdn_bench.definitions.prefill.definition import PREFILL
 from gdn_bench.paths import checkout_of
@@ -56,7 +56,7 @@ def _shapes(args) -> list[list[int]]:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ScriptParser("bench_prefill", description=__doc__)
     parser.add_argument("--seq-lens", type=positive_ints,
                         help="total_seq_len values of a T x N grid "
                              f"(default with --num-seqs: {','.join(map(str, PREFILL_SEQ_LENS))})")

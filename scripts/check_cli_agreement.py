@@ -32,7 +32,6 @@ when every definition compared at least -k workloads and every reference time ag
 otherwise.
 """
 
-import argparse
 import json
 import os
 import shutil
@@ -42,7 +41,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from gdn_bench.arguments import output_folder, positive_int, positive_ints
+from gdn_bench.arguments import ScriptParser, output_folder, positive_int, positive_ints
 from gdn_bench.definitions import DEFINITIONS, resolve
 from gdn_bench.fib_compare import TOLERANCE, format_agreement, format_comparison
 from gdn_bench.reference_times import REFERENCE_FILE
@@ -174,8 +173,7 @@ def _copy(source: Path, target: Path) -> None:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="check_cli_agreement.py", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ScriptParser("check_cli_agreement", description=__doc__)
     parser.add_argument("--definition", action="append", choices=[s.short for s in DEFINITIONS.values()],
                         required=True, help="a definition to check (repeatable)")
     parser.add_argument("-n", "--num-workloads", type=positive_int, default=1,

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import modal
 
-from gdn_bench.arguments import positive_int
+from gdn_bench.arguments import ScriptParser, positive_int
 from gdn_bench.cli import add_run_arguments, algorithms_epilog, report, report_track, settings_from_args
 from gdn_bench.device import prepare_triton
 from gdn_bench.interrupts import EXIT_STATUS
@@ -159,8 +159,7 @@ def prepare_dataset(definition: str) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     """run_local's flags but --dataset, and the Modal ones."""
-    parser = argparse.ArgumentParser(prog="run_modal.py", description=__doc__, epilog=algorithms_epilog(),
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ScriptParser("run_modal", description=__doc__, epilog=algorithms_epilog())
     add_run_arguments(parser)
     parser.add_argument("--gpu", default=DEFAULT_GPU, help=f"Modal GPU type (default {DEFAULT_GPU})")
     parser.add_argument("--max-containers", type=positive_int, default=DEFAULT_MAX_CONTAINERS,

@@ -13,7 +13,6 @@ sizes. --write replaces the tables in the submission file; the sweep itself goes
 (default results/tune_launch_<definition>.json).
 """
 
-import argparse
 import importlib
 import json
 import sys
@@ -21,7 +20,7 @@ import sys
 import torch
 
 from gdn_bench.algos import load_solution_file
-from gdn_bench.arguments import add_root_argument, checked, chosen_project, definition_name, output_file, positive_ints
+from gdn_bench.arguments import ScriptParser, add_root_argument, checked, chosen_project, definition_name, output_file, positive_ints
 from gdn_bench.definitions import DEFAULT, resolve
 from gdn_bench.paths import checkout_of
 from gdn_bench.table_tuning import best_rows, plain, sweep, write_table
@@ -47,7 +46,7 @@ def _table_text(records: list[dict]) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ScriptParser("tune_launch", description=__doc__)
     parser.add_argument("--definition", type=definition_name, default=DEFAULT,
                         help=f"decode, prefill or mtp, or a full definition name (default {DEFAULT})")
     parser.add_argument("--table", action="append", help="a table to tune (repeatable; default: all)")

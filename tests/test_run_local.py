@@ -68,7 +68,7 @@ def test_bad_numbers_exit_2(argv, capsys):
         cli.build_parser(ROOT).parse_args(argv)
     last = capsys.readouterr().err.strip().splitlines()[-1]
     flag = "-n/--num-workloads" if argv[0] == "-n" else argv[0]
-    assert e.value.code == 2 and last.startswith(f"run_local.py: error: argument {flag}: ")
+    assert e.value.code == 2 and last.startswith(f"run_local: error: argument {flag}: ")
     assert argv[1] in last and "positive_int" not in last  # the value, and no internal name
 
 
@@ -340,7 +340,7 @@ def test_out_that_cannot_be_a_folder_exit_2_before_any_work(make, capsys, tmp_pa
         cli.main(["--algo", "pt-reference", "--out", str(out)], checkout=ROOT)
     err = capsys.readouterr().err
     last = err.strip().splitlines()[-1]  # after the usage: one line, naming the flag
-    assert e.value.code == 2 and "Traceback" not in err and last.startswith("run_local.py: error: argument --out: ")
+    assert e.value.code == 2 and "Traceback" not in err and last.startswith("run_local: error: argument --out: ")
     assert last.endswith({"file": "taken exists and is not a folder", "file-parent": "taken is a file, not a folder",
                           "proc": "cannot create /proc/x: cannot write into /proc (No such file or directory)"}[make])
 

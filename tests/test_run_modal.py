@@ -177,7 +177,7 @@ def test_plan_rejects_bad_flags(run_modal, argv, capsys):
     with pytest.raises(SystemExit) as e:
         run_modal.plan(argv)
     assert e.value.code == 2
-    assert "run_modal.py: error:" in capsys.readouterr().err
+    assert "run_modal: error:" in capsys.readouterr().err
 
 
 def test_plan_rejects_a_broken_reference_file(run_modal, tmp_path, capsys):
