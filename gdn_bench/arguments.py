@@ -49,6 +49,18 @@ def positive_ints(text: str) -> list[int]:
     return values
 
 
+def sequence_lengths(text: str) -> tuple[int, ...]:
+    """'1,8191' -> (1, 8191): one prefill call's sequence lengths, zeros allowed (empty
+    sequences), not all zero; anything else is an argparse error."""
+    try:
+        values = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated sequence lengths, got {text!r}") from None
+    if any(v < 0 for v in values) or sum(values) == 0:
+        raise argparse.ArgumentTypeError(f"expected lengths >= 0 with at least one token, got {text!r}")
+    return values
+
+
 def _integer(text: str, what: str, low: int, high: int | None = None) -> int:
     """int(text) from `low` to `high` (inclusive; no upper bound if None), else an argparse
     error saying what was expected."""

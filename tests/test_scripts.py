@@ -56,7 +56,19 @@ def test_help_and_a_bad_flag_need_no_torch(script):
      "argument --config: CHUNK (tokens per block): expected a power of two from 16 to 128, got 48"),
     ("bench_prefill", ["--config", "CHUNK=100000"],
      "argument --config: CHUNK (tokens per block): expected a power of two from 16 to 128, got 100000"),
-], ids=["unknown-algorithm", "both", "other-definitions-flag", "config", "bench-config"])
+    ("run_local", ["--algo", ""], "run_local: error: --algo: unknown decode algorithm ''"),
+    ("profile_call", ["--algo", ""], "argument --algo: decode has no algorithm ''"),
+    ("profile_call", ["--definition", "prefill", "-B", "4"], "argument --batch-size: applies to --definition decode"),
+    ("profile_call", ["--definition", "prefill", "-T", "4", "-N", "8"], "argument --num-seqs: 8 sequences need"),
+    ("profile_call", ["--definition", "prefill", "--config", "CHUNK=64,CHUNK=32"],
+     "argument --config: CHUNK given twice in 'CHUNK=64,CHUNK=32'"),
+    ("profile_call", ["--definition", "prefill", "--config", "CHUNK=64", "--config", "CHUNK=32"],
+     "argument --config: CHUNK given twice"),
+    ("bench_prefill", ["--config", "CHUNK=64,CHUNK=32"], "argument --config: CHUNK given twice"),
+    ("bench_prefill", ["--lengths", "0,0"], "argument --lengths: expected lengths >= 0 with at least one token"),
+], ids=["unknown-algorithm", "both", "other-definitions-flag", "config", "bench-config", "empty-algo",
+        "profile-empty-algo", "profile-other-definitions-flag", "profile-num-seqs", "config-twice",
+        "config-twice-repeated", "bench-config-twice", "bench-no-token"])
 def test_argument_errors_past_the_parser_need_no_torch(script, argv, said, tmp_path):
     refused = _without_torch(script, *argv, "--out", str(tmp_path))
     assert refused.returncode == 2 and refused.stderr.startswith(f"{script}: error: ") and said in refused.stderr
