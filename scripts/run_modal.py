@@ -253,7 +253,7 @@ def launch(todo: list, args: argparse.Namespace) -> int:
         runs.append(results)
         statuses.append(report(results, out, "run_modal"))
     if not partial and len(runs) > 1 and any(r.meta["mode"] == "gpu" for r in runs):  # .local() on CPU: nothing timed
-        report_track(runs, args.out)
+        statuses.append(report_track(runs, args.out, "run_modal"))
     return max(statuses)
 
 
