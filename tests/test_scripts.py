@@ -25,10 +25,8 @@ sys.meta_path.insert(0, Refuse())
 sys.argv = sys.argv[1:]
 runpy.run_path(sys.argv[0], run_name="__main__")
 """
-# tune_launch checks --table against the tables of the tuning modules, which import torch (they
-# time): it parses after it (a GPU tool: its first use is on a GPU machine anyway).
-PARSE_AFTER_TORCH = {"tune_launch"}
-SCRIPTS = sorted(p.stem for p in (ROOT / "scripts").glob("*.py") if p.stem not in PARSE_AFTER_TORCH)
+# (tune_launch checks --table last, against the tables of the tuning modules, which import torch.)
+SCRIPTS = sorted(p.stem for p in (ROOT / "scripts").glob("*.py"))
 
 
 def _without_torch(script: str, *argv: str) -> subprocess.CompletedProcess:
