@@ -86,7 +86,8 @@ def build_parser(checkout: Path) -> argparse.ArgumentParser:
     parser.add_argument("-T", "--seq-len", type=positive_int,
                         help=f"prefill: total tokens, split evenly over --num-seqs (default {DEFAULT_TOKENS})")
     parser.add_argument("-N", "--num-seqs", type=positive_int, help=f"prefill: sequences (default {DEFAULT_SEQS})")
-    parser.add_argument("--lengths", type=sequence_lengths, help="prefill: explicit sequence lengths instead, e.g. 1,8191")
+    parser.add_argument("--lengths", type=sequence_lengths,
+                        help="prefill: explicit sequence lengths instead, e.g. 1,8191")
     parser.add_argument("--mode", choices=MODES, default="breakdown", help="default breakdown")
     parser.add_argument("--repeats", type=positive_int, default=20,
                         help="calls profiled (breakdown: per measurement; proton: sampled); default 20")

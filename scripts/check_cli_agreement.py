@@ -23,13 +23,14 @@ FlashInfer and cupti-python installed, and libcupti on LD_LIBRARY_PATH.
    the comparison table and how many reference times agree within 10 %.
 
 Each step is a process of its own, working in a new folder under the system's temporary one
-(made once the timer passes, and kept: the summary names it); its output goes to OUT/log.txt (step 2's is printed too), and it
-is stopped when --budget seconds (for everything) run out, leaving room for the summary. OUT
-gets check.json (the timer, the versions, the small call's times), log.txt, summary.txt,
-reference-times.json and, per definition, results.json, report.txt and comparison.json under
-OUT/<definition>/ (with --host-cost, host_cost.json: 8 files for one definition). Exit status 0
-when every definition compared at least -k workloads and every reference time agrees; 1
-otherwise; 2, with one line and nothing written, for bad arguments or without a CUDA GPU.
+(made once the timer passes, and kept: the summary names it); its output goes to OUT/log.txt
+(step 2's is printed too), and it is stopped when --budget seconds (for everything) run out,
+leaving room for the summary. OUT gets check.json (the timer, the versions, the small call's
+times), log.txt, summary.txt, reference-times.json and, per definition, results.json,
+report.txt and comparison.json under OUT/<definition>/ (with --host-cost, host_cost.json: 8
+files for one definition). Exit status 0 when every definition compared at least -k workloads
+and every reference time agrees; 1 otherwise; 2, with one line and nothing written, for bad
+arguments or without a CUDA GPU.
 """
 
 import json

@@ -7,9 +7,10 @@ so this packs exactly what the evaluator packs from that tag.
                                     [--config config.toml] [--language triton] [--source-dir DIR]
 
 The definition defaults to the one config.toml's [solution] names: what a checkout of a
-submission's tag (scripts/submit.py) submits. Paths default to the project checkout's (--root, by default the one holding this script):
-<root>/config.toml, <root>/solution/<language>/ and <root>/solution.json. An -o that names a
-folder (ends with a slash, or exists) writes solution.json in it.
+submission's tag (scripts/submit.py) submits. Paths default to the project checkout's
+(--root, by default the one holding this script): <root>/config.toml,
+<root>/solution/<language>/ and <root>/solution.json. An -o that names a folder (ends with a
+slash, or exists) writes solution.json in it.
 """
 
 from pathlib import Path
