@@ -53,15 +53,16 @@ class Algo:
         return project_root() / self.source_dir / self.resolved_config().entry_point.partition("::")[0]
 
     def unavailable(self) -> str | None:
-        """Why this algorithm cannot run here, or None if it can."""
+        """Why this algorithm cannot run here, or None if it can: everything it lacks at once (a
+        GPU and the packages, with how to install them), else the first of a too old GPU or a
+        missing entry file."""
         import torch
 
         missing = [m for m in self.requires if importlib.util.find_spec(m) is None]
-        if missing:
+        needs = (["a CUDA GPU"] if self.needs_gpu and not torch.cuda.is_available() else []) + missing
+        if needs:
             how = f'pip install -e ".[{self.extra}]"' if self.extra else f"pip install {' '.join(missing)}"
-            return f"needs {', '.join(missing)}: {how}"
-        if self.needs_gpu and not torch.cuda.is_available():
-            return "needs a CUDA GPU"
+            return f"needs {' and '.join(needs)}" + (f" ({how})" if missing else "")
         if self.min_compute_capability and torch.cuda.is_available():
             have = torch.cuda.get_device_capability()
             if have < self.min_compute_capability:

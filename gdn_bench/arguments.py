@@ -1,14 +1,41 @@
-"""Command-line pieces every script shares: argparse types that turn a bad value into one
-line naming the flag (exit status 2, no traceback), output paths checked before any work
+"""Command-line pieces every script shares: the kit's parser, whose every error is one line
+'<script>: error: <message>' with exit status 2 (argparse's own included, no usage block, no
+traceback), argparse types naming what they expected, output paths checked before any work
 starts, and --root (the project checkout, gdn_bench.paths)."""
 
 import argparse
 import os
+import sys
 import tempfile
 from pathlib import Path
+from typing import NoReturn
 
 from gdn_bench.definitions import BOTH, resolve
 from gdn_bench.paths import check_checkout, use_project
+
+
+EXIT_BAD_ARGUMENTS = 2
+
+
+def fail(script: str, message: str) -> int:
+    """Print the kit's one error line, '<script>: error: <message>', on stderr; returns
+    EXIT_BAD_ARGUMENTS (2), the exit status for it."""
+    print(f"{script}: error: {message}", file=sys.stderr)
+    return EXIT_BAD_ARGUMENTS
+
+
+class ScriptParser(argparse.ArgumentParser):
+    """argparse's parser for scripts/<script>.py: --help keeps the description's line breaks,
+    and every error, argparse's own included, is `fail`'s one line (exit status 2); the
+    usage block is --help's alone."""
+
+    def __init__(self, script: str, **kwargs):
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        super().__init__(prog=f"{script}.py", **kwargs)
+        self.script = script
+
+    def error(self, message: str) -> NoReturn:
+        raise SystemExit(fail(self.script, message))
 
 
 def positive_ints(text: str) -> list[int]:
@@ -19,6 +46,18 @@ def positive_ints(text: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {text!r}") from None
     if any(v <= 0 for v in values):
         raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return values
+
+
+def sequence_lengths(text: str) -> tuple[int, ...]:
+    """'1,8191' -> (1, 8191): one prefill call's sequence lengths, zeros allowed (empty
+    sequences), not all zero; anything else is an argparse error."""
+    try:
+        values = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated sequence lengths, got {text!r}") from None
+    if any(v < 0 for v in values) or sum(values) == 0:
+        raise argparse.ArgumentTypeError(f"expected lengths >= 0 with at least one token, got {text!r}")
     return values
 
 
@@ -100,6 +139,15 @@ def output_folder(text: str | Path) -> Path:
         _writable(path, path)
         return path
     _creatable(path)
+    return path
+
+
+def replaceable_folder(text: str | Path) -> Path:
+    """output_folder's, for a folder replaced as a whole (its replacement is built beside it):
+    an existing one's parent must be writable too."""
+    path = output_folder(text)
+    if path.exists():
+        _writable(path.parent, path)
     return path
 
 

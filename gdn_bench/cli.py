@@ -28,9 +28,10 @@ import argparse
 import datetime
 import json
 import sys
+import tempfile
 from pathlib import Path
 
-from gdn_bench.arguments import (add_root_argument, chosen_project, count, definitions_name, output_file,
+from gdn_bench.arguments import (ScriptParser, add_root_argument, chosen_project, count, definitions_name, output_file,
                                  output_folder, positive_int, positive_ints, seed)
 from gdn_bench.definitions import BOTH, DEFAULT, DEFINITIONS, chosen, resolve
 from gdn_bench.device import prepare_triton
@@ -117,8 +118,7 @@ def algorithms_epilog() -> str:
 
 
 def build_parser(checkout: Path) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="run_local.py", description=__doc__, epilog=algorithms_epilog(),
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ScriptParser(PROG, description=__doc__, epilog=algorithms_epilog())
     add_run_arguments(parser)
     add_root_argument(parser, checkout)
     parser.add_argument("--dataset", type=Path, help="trace set root (default: the definition's own)")
@@ -131,7 +131,8 @@ def chosen_algos(spec, text: str | None) -> list[str]:
     another's."""
     from gdn_bench.algos import UnknownAlgorithm, resolve as resolve_algos
 
-    text = ",".join(spec.submission if n.strip() == SUBMISSION else n for n in (text or SUBMISSION).split(","))
+    text = ",".join(spec.submission if n.strip() == SUBMISSION else n
+                    for n in (SUBMISSION if text is None else text).split(","))
     try:
         return [a.name for a in resolve_algos(spec.algos_by_name, text)]
     except UnknownAlgorithm as e:
@@ -176,19 +177,17 @@ def settings_from_args(args: argparse.Namespace) -> list:
 
 
 def report(results, out: Path, prog: str = PROG) -> int:
-    """Print the table and write the report under `out`; the exit status: 0 when every
-    (algorithm, workload) passed, 1 otherwise, EXIT_STATUS (130) for a run that Ctrl-C
-    stopped. A report that cannot be written is one line on stderr (from `prog`), status 2."""
+    """Print the table and write the report under `out` (elsewhere if it cannot be, see
+    `written`); the exit status: 0 when every (algorithm, workload) passed, 1 otherwise,
+    EXIT_STATUS (130) for a run that Ctrl-C stopped, else 2 when the report is not under `out`."""
     from gdn_bench.report import format_table, write_report
     from gdn_bench.results import summarize
 
     summary = summarize(results, resolve(results.meta["definition"]))
     print(format_table(results, summary))
-    try:
-        paths = write_report(results, summary, Path(out))
-    except OSError as e:
-        print(f"{prog}: error: cannot write the report under {out}: {e.strerror or e}", file=sys.stderr)
-        return 2
+    paths, status = written(Path(out), lambda folder: write_report(results, summary, folder), "the report", prog)
+    if paths is None:
+        return status
     print(f"wrote {', '.join(map(str, paths.values()))}")
     if "plot" not in paths:
         print("no kernel_time.png: nothing was timed" + ("" if "margins" in paths else ", and no margins.png: "
@@ -196,12 +195,33 @@ def report(results, out: Path, prog: str = PROG) -> int:
     if results.meta.get("partial"):
         print(f"{prog}: {results.meta['partial']}; the report holds those (marked partial)", file=sys.stderr)
         return EXIT_STATUS
-    return 0 if summary.total and summary.passed == summary.total else 1
+    return status or (0 if summary.total and summary.passed == summary.total else 1)
 
 
-def report_track(runs: list, out: Path) -> dict:
+def written(out: Path, write, what: str, prog: str = PROG) -> tuple:
+    """(write(out), 0); where `out` cannot be written (made a file, removed or its disk full
+    since it was checked, mid-run), (write(a new folder in the system's temporary folder), 2),
+    saying so in one line on stderr, so that nothing is lost; (None, 2) and one line when
+    neither can be written."""
+    try:
+        return write(out), 0
+    except OSError as e:
+        why = f"cannot write {what} under {out} ({e.strerror or e})"
+    try:
+        kept = Path(tempfile.mkdtemp(prefix=f"{prog}-"))
+        done = write(kept)
+    except OSError as e:
+        print(f"{prog}: error: {why}, nor in a temporary folder ({e.strerror or e}); what is printed above is all "
+              "there is", file=sys.stderr)
+        return None, 2
+    print(f"{prog}: error: {why}; wrote it under {kept} instead", file=sys.stderr)
+    return done, 2
+
+
+def report_track(runs: list, out: Path, prog: str = PROG) -> int:
     """The track score of runs of every definition (Results, each with its submission): print
-    it, or why there is none, and write it to TRACK_FILE under `out`; returns what was written."""
+    it, or why there is none, and write it to TRACK_FILE under `out` (elsewhere if it cannot
+    be, see `written`); returns 0, or 2 when it is not under `out`."""
     from gdn_bench.results import summarize, track_score
 
     summaries = {r.meta["definition"]: summarize(r, resolve(r.meta["definition"])) for r in runs}
@@ -215,9 +235,12 @@ def report_track(runs: list, out: Path) -> dict:
     else:
         print(f"track score: {track['track_score']:.2f} (the mean of the {names} contest scores, "
               + ", ".join(f"{score:.2f}" for score in scores.values()) + ")")
-    out.mkdir(parents=True, exist_ok=True)
-    (out / TRACK_FILE).write_text(json.dumps(track, indent=2), encoding="utf-8")
-    return track
+
+    def write(folder: Path) -> None:
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / TRACK_FILE).write_text(json.dumps(track, indent=2), encoding="utf-8")
+
+    return written(out, write, TRACK_FILE, prog)[1]
 
 
 def main(argv=None, *, checkout: Path) -> int:
@@ -251,5 +274,5 @@ def main(argv=None, *, checkout: Path) -> int:
         print(f"{PROG}: interrupted by Ctrl-C {where}", file=sys.stderr)
         return EXIT_STATUS
     if len(runs) > 1 and any(r.meta["mode"] == "gpu" for r in runs):  # on CPU nothing is timed: no score
-        report_track(runs, args.out)
+        statuses.append(report_track(runs, args.out))
     return max(statuses)

@@ -3,12 +3,13 @@
 
 Layout (flashinfer-bench's): definitions/gdn/<def>.json, workloads/gdn/<def>.jsonl and
 blob/workloads/gdn/<def>/*.safetensors. `write_trace_set` rebuilds it deterministically
-from SEED; `load_trace_set` opens any trace set without creating it.
+from SEED, atomically; `load_trace_set` opens any trace set without creating it.
 """
 
 from __future__ import annotations
 
 import shutil
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,19 +22,56 @@ if TYPE_CHECKING:  # flashinfer-bench is imported where it is used: make_dataset
 SEED = 20260301
 
 
-def write_trace_set(root: Path = EMBEDDED_PATH, seed: int = SEED) -> TraceSet:
-    """(Re)write the whole embedded trace set under `root`, deterministically from `seed`."""
+def write_trace_set(root: Path, seed: int = SEED) -> TraceSet:
+    """Write the embedded trace set (every definition and its committed workloads) at `root`,
+    deterministically from `seed`; returns it, loaded from `root`.
+
+    Atomic: it is built in a temporary folder beside `root` and swapped in only once
+    complete, so an error (or Ctrl-C) leaves `root` as it was. An existing `root` may hold
+    only files that this writes (an earlier run's): ValueError naming the first other file
+    otherwise, before `root` is touched.
+    """
     from flashinfer_bench import TraceSet
 
     from gdn_bench.trace_cache import new_trace_set
 
-    root = Path(root)
-    for sub in ("definitions", "workloads", "blob"):
-        shutil.rmtree(root / sub, ignore_errors=True)
-    for spec in DEFINITIONS.values():
-        definition = spec.build_definition()
-        spec.write_embedded(new_trace_set(root, definition), definition.name, seed)
+    root = Path(root).absolute()
+    root.parent.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(prefix=f".{root.name}-", dir=root.parent))
+    fresh, old = stage / "new", stage / "old"
+    try:
+        fresh.mkdir()
+        for spec in DEFINITIONS.values():
+            definition = spec.build_definition()
+            spec.write_embedded(new_trace_set(fresh, definition), definition.name, seed)
+        if root.exists():
+            _check_replaceable(root, fresh)
+            shutil.copymode(root, fresh)
+            root.rename(old)
+        try:
+            fresh.rename(root)
+        except BaseException:
+            if old.exists():
+                old.rename(root)
+            raise
+    finally:
+        if root.exists() or not old.exists():  # never the old trace set's only copy
+            shutil.rmtree(stage, ignore_errors=True)
     return TraceSet.from_path(str(root))
+
+
+def _files(root: Path) -> set[Path]:
+    """Every entry under `root` that is not a folder, relative to it."""
+    return {p.relative_to(root) for p in root.rglob("*") if p.is_symlink() or not p.is_dir()}
+
+
+def _check_replaceable(root: Path, fresh: Path) -> None:
+    """ValueError unless every file under `root` is one that `fresh` has too."""
+    others = sorted(_files(root) - _files(fresh))
+    if others:
+        more = f" and {len(others) - 1} more" if len(others) > 1 else ""
+        raise ValueError(f"{root} holds files that make_dataset does not write ({root / others[0]}{more}); they "
+                         "would be lost: name a new or empty folder, or one it wrote")
 
 
 def load_trace_set(path: Path | str | None = None, definition: str = DEFINITIONS["decode"].name) -> TraceSet:

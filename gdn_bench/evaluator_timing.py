@@ -42,6 +42,7 @@ import statistics
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 
@@ -98,8 +99,9 @@ def evaluator_function() -> tuple[str, TimeMs] | None:
 
 
 def _versions() -> dict[str, str | None]:
-    """The versions that decide the timer: flashinfer-bench's as its module says (a copy of its
-    main branch on PYTHONPATH has none in the installed metadata), FlashInfer's, cupti-python's."""
+    """The versions that decide the timer: flashinfer-bench's (the installed distribution's, as
+    pip says it, where that is the module imported; else the module's own, a copy of its main
+    branch on PYTHONPATH), FlashInfer's, cupti-python's."""
     def installed(name):
         try:
             return importlib.metadata.version(name)
@@ -108,11 +110,22 @@ def _versions() -> dict[str, str | None]:
 
     try:
         import flashinfer_bench
-        bench = f"{flashinfer_bench.__version__} ({flashinfer_bench.__file__})"
+        bench = f"{_bench_version(flashinfer_bench)} ({flashinfer_bench.__file__})"
     except ImportError:
         bench = None
     return {"torch": torch.__version__, "flashinfer-bench": bench, "flashinfer-python": installed("flashinfer-python"),
             "cupti-python": installed("cupti-python")}
+
+
+def _bench_version(module) -> str:
+    """flashinfer-bench's version: its distribution's where `module` is the installed one (the
+    wheel's __version__ says 0.0.0.dev0), else the module's __version__."""
+    try:
+        dist = importlib.metadata.distribution("flashinfer-bench")
+    except importlib.metadata.PackageNotFoundError:
+        return module.__version__
+    here = Path(dist.locate_file("flashinfer_bench/__init__.py")).resolve()
+    return dist.version if here == Path(module.__file__).resolve() else module.__version__
 
 
 def evaluator_time_us(time_ms: TimeMs, fn: Callable, args, warmup: int, iterations: int, trials: int,

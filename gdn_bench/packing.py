@@ -111,14 +111,30 @@ def read_config(path: Path, language: str | None = None, definition: str | None 
     """Parse and check config.toml as the evaluator reads it: [solution] and [build] only.
 
     `definition` reads the text submit.py would commit for it (config_text_for); None takes
-    whatever [solution] names. `language` picks [build.<language>] over [build]."""
+    whatever [solution] names (what a checkout of a submission's tag submits). `language`
+    picks [build.<language>] over [build]; for another definition than [solution]'s, whose
+    [build.<language>] tables are [solution]'s, the error says so."""
     path = Path(path)
     if not path.is_file():
         raise PackError(f"config file {path} not found")
     text = path.read_text(encoding="utf-8")
-    if definition is not None:
-        text = config_text_for(text, definition, path)
-    return parse_config(text, path, language)
+    adapted = text if definition is None else config_text_for(text, definition, path)
+    if adapted != text and language is not None:
+        _check_language_of_submission(text, adapted, language, path)
+    return parse_config(adapted, path, language)
+
+
+def _check_language_of_submission(text: str, adapted: str, language: str, path: Path) -> None:
+    """PackError when `adapted` (config_text_for's, for another definition than [solution]'s)
+    has no `language` build while `text` has one, [solution]'s, which config_text_for dropped."""
+    own, other = tomllib.loads(text), tomllib.loads(adapted)
+    if other["build"].get("language") == language or not isinstance(own["build"].get(language), dict):
+        return
+    definition = other["solution"].get("definition")
+    short = next((k for k, t in own.get("submission", {}).items() if t.get("definition") == definition), "?")
+    raise PackError(f"{path}: no {language} build for {definition}: [build.{language}] is for "
+                    f"{own['solution'].get('definition')} ([solution]), and [submission.{short}] builds "
+                    f"{other['build'].get('language')} (set language and entry_point there for {language})")
 
 
 def parse_config(text: str, path: Path = Path(CONFIG_NAME), language: str | None = None) -> SolutionConfig:

@@ -90,6 +90,8 @@ def parse_config(text: str) -> dict:
     config = {}
     for keyword in call.keywords:
         check_name(keyword.arg)
+        if keyword.arg in config:
+            raise ValueError(f"{keyword.arg} given twice in {text!r}")
         try:
             config[keyword.arg] = ast.literal_eval(keyword.value)
         except (ValueError, SyntaxError):

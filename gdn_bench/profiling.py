@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gdn_bench import ncu_summary, proton_lines
-from gdn_bench.arguments import (add_root_argument, chosen_project, definition_name, output_folder, positive_int,
-                                 seed)
+from gdn_bench.arguments import (ScriptParser, add_root_argument, chosen_project, definition_name, output_folder,
+                                 positive_int, seed, sequence_lengths)
 from gdn_bench.definitions import TRACK, resolve
 from gdn_bench.paths import checkout_of
 from gdn_bench.prefill_variants import parse_config
@@ -58,17 +58,6 @@ def _config(text: str) -> dict:
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
-def _lengths(text: str) -> tuple[int, ...]:
-    """'1,8191' -> (1, 8191): sequence lengths, zeros allowed (empty sequences), not all zero."""
-    try:
-        values = tuple(int(x) for x in text.split(","))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated sequence lengths, got {text!r}") from None
-    if any(v < 0 for v in values) or sum(values) == 0:
-        raise argparse.ArgumentTypeError(f"expected lengths >= 0 with at least one token, got {text!r}")
-    return values
-
-
 def _regex(text: str) -> str:
     try:
         re.compile(text)
@@ -85,8 +74,7 @@ def _names(text: str) -> tuple[str, ...]:
 
 
 def build_parser(checkout: Path) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="profile_call.py", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ScriptParser("profile_call", description=__doc__)
     choices = ", ".join(f"{s.short} ({s.name})" for s in TRACK)
     parser.add_argument("--definition", type=definition_name, default="decode", help=f"{choices}; default decode")
     defaults = ", ".join(f"{s.submission} for {s.short}" for s in TRACK)
@@ -98,7 +86,8 @@ def build_parser(checkout: Path) -> argparse.ArgumentParser:
     parser.add_argument("-T", "--seq-len", type=positive_int,
                         help=f"prefill: total tokens, split evenly over --num-seqs (default {DEFAULT_TOKENS})")
     parser.add_argument("-N", "--num-seqs", type=positive_int, help=f"prefill: sequences (default {DEFAULT_SEQS})")
-    parser.add_argument("--lengths", type=_lengths, help="prefill: explicit sequence lengths instead, e.g. 1,8191")
+    parser.add_argument("--lengths", type=sequence_lengths,
+                        help="prefill: explicit sequence lengths instead, e.g. 1,8191")
     parser.add_argument("--mode", choices=MODES, default="breakdown", help="default breakdown")
     parser.add_argument("--repeats", type=positive_int, default=20,
                         help="calls profiled (breakdown: per measurement; proton: sampled); default 20")
@@ -119,38 +108,47 @@ def build_parser(checkout: Path) -> argparse.ArgumentParser:
 
 
 def target_from_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> Target:
-    """The Target the flags name; a flag that does not fit is the parser's one-line error."""
-    from gdn_bench.prefill_bench import even_lengths
-    from gdn_bench.profile_target import Target
-
+    """The Target the flags name; a flag that does not fit is the parser's one-line error,
+    given before torch is imported (profile_target and prefill_bench import it)."""
     spec = resolve(args.definition)
     if spec not in TRACK:
         parser.error(f"argument --definition: profile_call takes {' or '.join(s.short for s in TRACK)}; "
                      f"{spec.short} is timed by scripts/bench_serving.py")
-    algo = args.algo or spec.submission
+    algo = args.algo if args.algo is not None else spec.submission
     if algo not in spec.algos_by_name:
         parser.error(f"argument --algo: {spec.short} has no algorithm {algo!r}; valid: {', '.join(spec.algos_by_name)}")
-    config = {name: value for item in args.config for name, value in item.items()}
+    config = {}
+    for item in args.config:
+        twice = sorted(config.keys() & item.keys())
+        if twice:
+            parser.error(f"argument --config: {twice[0]} given twice")
+        config.update(item)
     if config and (spec.short != VARIANT_DEFINITION or algo != spec.submission):
         submission = resolve(VARIANT_DEFINITION).submission
         parser.error(f"argument --config: variants are of the {VARIANT_DEFINITION} submission ({submission}) only")
     prefill_flags = {"--seq-len": args.seq_len, "--num-seqs": args.num_seqs, "--lengths": args.lengths}
+    batch_size, lengths, split = None, args.lengths, None
     if spec.short == "decode":
         given = [flag for flag, value in prefill_flags.items() if value is not None]
         if given:
             parser.error(f"argument {given[0]}: applies to --definition prefill; decode takes --batch-size")
-        return Target(spec.short, algo, batch_size=args.batch_size or DEFAULT_BATCH, config=config)
-    if args.batch_size is not None:
+        batch_size = args.batch_size or DEFAULT_BATCH
+    elif args.batch_size is not None:
         parser.error("argument --batch-size: applies to --definition decode; prefill takes --seq-len and "
                      "--num-seqs, or --lengths")
-    if args.lengths is not None:
-        if args.seq_len is not None or args.num_seqs is not None:
-            parser.error("argument --lengths: give either --lengths or --seq-len/--num-seqs")
-        return Target(spec.short, algo, lengths=args.lengths, config=config)
-    total, count = args.seq_len or DEFAULT_TOKENS, args.num_seqs or DEFAULT_SEQS
-    if count > total:
-        parser.error(f"argument --num-seqs: {count} sequences need at least {count} tokens (--seq-len {total})")
-    return Target(spec.short, algo, lengths=tuple(even_lengths(total, count)), config=config)
+    elif lengths is not None and (args.seq_len is not None or args.num_seqs is not None):
+        parser.error("argument --lengths: give either --lengths or --seq-len/--num-seqs")
+    elif lengths is None:
+        split = args.seq_len or DEFAULT_TOKENS, args.num_seqs or DEFAULT_SEQS
+        if split[1] > split[0]:
+            parser.error(f"argument --num-seqs: {split[1]} sequences need at least {split[1]} tokens "
+                         f"(--seq-len {split[0]})")
+    from gdn_bench.prefill_bench import even_lengths
+    from gdn_bench.profile_target import Target
+
+    if split:
+        lengths = tuple(even_lengths(*split))
+    return Target(spec.short, algo, batch_size=batch_size, lengths=lengths, config=config)
 
 
 def target_argv(target: Target, args: argparse.Namespace) -> list[str]:
@@ -273,7 +271,7 @@ def main(argv=None, *, script: Path) -> int:
         else:
             written = run_proton(target, args)
     except (ValueError, ncu_summary.NcuError, proton_lines.ProtonError) as e:
-        print(f"profile: error: {e}", file=sys.stderr)
+        print(f"profile_call: error: {e}", file=sys.stderr)
         return 2
     print(f"wrote {', '.join(map(str, written))}")
     return 0

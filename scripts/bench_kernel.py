@@ -6,11 +6,10 @@ fi-baseline and fla-lib (CUPTI, cold L2, median), with host time per call. Needs
 Writes bench_kernel.json and bench_kernel.png under --out (default results/bench_kernel).
 """
 
-import argparse
 import json
 import sys
 
-from gdn_bench.arguments import add_root_argument, chosen_project, output_folder, positive_ints
+from gdn_bench.arguments import ScriptParser, add_root_argument, chosen_project, output_folder, positive_ints
 from gdn_bench.bench_sizes import DECODE_BATCH_SIZES
 from gdn_bench.definitions.decode.definition import DECODE, LIBRARY
 from gdn_bench.paths import checkout_of
@@ -18,7 +17,7 @@ from gdn_bench.roles import BASELINE
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ScriptParser("bench_kernel", description=__doc__)
     parser.add_argument("--batch-sizes", type=positive_ints, default=list(DECODE_BATCH_SIZES),
                         help=f"comma-separated (default {','.join(map(str, DECODE_BATCH_SIZES))})")
     parser.add_argument("--out", type=output_folder, default="results/bench_kernel", help="output folder")

@@ -23,7 +23,8 @@ import json
 import sys
 from pathlib import Path
 
-from gdn_bench.arguments import add_root_argument, chosen_project, output_folder, positive_ints
+from gdn_bench.arguments import (ScriptParser, add_root_argument, chosen_project, output_folder, positive_ints,
+                                 sequence_lengths)
 from gdn_bench.bench_sizes import PREFILL_NUM_SEQS, PREFILL_SEQ_LENS
 from gdn_bench.definitions.prefill.definition import PREFILL
 from gdn_bench.paths import checkout_of
@@ -56,15 +57,15 @@ def _shapes(args) -> list[list[int]]:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ScriptParser("bench_prefill", description=__doc__)
     parser.add_argument("--seq-lens", type=positive_ints,
                         help="total_seq_len values of a T x N grid "
                              f"(default with --num-seqs: {','.join(map(str, PREFILL_SEQ_LENS))})")
     parser.add_argument("--num-seqs", type=positive_ints,
                         help="num_seqs values of a T x N grid "
                              f"(default with --seq-lens: {','.join(map(str, PREFILL_NUM_SEQS))})")
-    parser.add_argument("--lengths", type=positive_ints, action="append", default=[],
-                        help="one call's sequence lengths, e.g. 1,8191 (repeatable)")
+    parser.add_argument("--lengths", type=sequence_lengths, action="append", default=[],
+                        help="one call's sequence lengths, e.g. 1,8191, zeros allowed (repeatable)")
     parser.add_argument("--config", type=_config, action="append", default=[],
                         help="a variant of ours: module-level NAME=VALUE[,NAME=VALUE...] (repeatable)")
     parser.add_argument("--against", type=_prefill_file, action="append", default=[],

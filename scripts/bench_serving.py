@@ -9,11 +9,10 @@ CUPTI span (cold L2) and CUDA-graph replay, µs (gdn_bench/serving_bench.py).
 Writes bench_serving.json under --out (default results/bench_serving).
 """
 
-import argparse
 import json
 import sys
 
-from gdn_bench.arguments import add_root_argument, chosen_project, output_folder, positive_ints
+from gdn_bench.arguments import ScriptParser, add_root_argument, chosen_project, output_folder, positive_ints
 from gdn_bench.bench_sizes import DECODE_BATCH_SIZES, DRAFT_LENGTHS, MTP_BATCH_SIZES, PREFILL_CALLS
 from gdn_bench.paths import checkout_of
 
@@ -28,7 +27,7 @@ def _calls(text: str) -> list[tuple]:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ScriptParser("bench_serving", description=__doc__)
     parser.add_argument("--batch-sizes", type=positive_ints, default=list(DECODE_BATCH_SIZES),
                         help=f"pooled decode's batch sizes (default {_listed(DECODE_BATCH_SIZES)})")
     parser.add_argument("--mtp-batch-sizes", type=positive_ints, default=list(MTP_BATCH_SIZES),

@@ -23,16 +23,16 @@ FlashInfer and cupti-python installed, and libcupti on LD_LIBRARY_PATH.
    the comparison table and how many reference times agree within 10 %.
 
 Each step is a process of its own, working in a new folder under the system's temporary one
-(kept; the summary names it); its output goes to OUT/log.txt (step 2's is printed too), and it
-is stopped when --budget seconds (for everything) run out, leaving room for the summary. OUT
-gets check.json (the timer, the versions, the small call's times), log.txt, summary.txt,
-reference-times.json and, per definition, results.json, report.txt and comparison.json under
-OUT/<definition>/ (with --host-cost, host_cost.json: 8 files for one definition). Exit status 0
-when every definition compared at least -k workloads and every reference time agrees; 1
-otherwise.
+(made once the timer passes, and kept: the summary names it); its output goes to OUT/log.txt
+(step 2's is printed too), and it is stopped when --budget seconds (for everything) run out,
+leaving room for the summary. OUT gets check.json (the timer, the versions, the small call's
+times), log.txt, summary.txt, reference-times.json and, per definition, results.json,
+report.txt and comparison.json under OUT/<definition>/ (with --host-cost, host_cost.json: 8
+files for one definition). Exit status 0 when every definition compared at least -k workloads
+and every reference time agrees; 1 otherwise; 2, with one line and nothing written, for bad
+arguments or without a CUDA GPU.
 """
 
-import argparse
 import json
 import os
 import shutil
@@ -42,11 +42,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from gdn_bench.arguments import output_folder, positive_int, positive_ints
+from gdn_bench.arguments import ScriptParser, fail, output_folder, positive_int, positive_ints
 from gdn_bench.definitions import DEFINITIONS, resolve
 from gdn_bench.fib_compare import TOLERANCE, format_agreement, format_comparison
 from gdn_bench.reference_times import REFERENCE_FILE
 
+PROG = "check_cli_agreement"
 SCRIPTS = Path(__file__).resolve().parent
 SUMMARY_SECONDS = 15  # kept back from the budget for the summary
 CLI_NAME = "flashinfer-bench"
@@ -64,13 +65,11 @@ def check_timer() -> dict:
     from gdn_bench.evaluator_timing import TIME_RUNNABLE, evaluator_time_us, reference_timer
     from gdn_bench.timing import TimingError, kernel_time_us
 
-    timer, gpu = reference_timer(), torch.cuda.is_available()
+    timer = reference_timer()
     found = {"timer": timer.name, "description": timer.describe(1, 5, 3),
              "versions": {**timer.versions, "triton": triton.__version__}, "commit": _commit(),
-             "gpu": torch.cuda.get_device_name() if gpu else None, "ld_library_path": os.environ.get("LD_LIBRARY_PATH"),
+             "gpu": torch.cuda.get_device_name(), "ld_library_path": os.environ.get("LD_LIBRARY_PATH"),
              "python": sys.version.split()[0]}
-    if not gpu:
-        return {**found, "ok": False, "why": "no CUDA GPU: the check times on one"}
     if timer.name != TIME_RUNNABLE:
         return {**found, "ok": False, "why": f"the reference would be timed by {timer.describe(1, 5, 3)}; the check "
                                              f"needs flashinfer-bench main's time_runnable with CUPTI ({_main()})"}
@@ -174,8 +173,7 @@ def _copy(source: Path, target: Path) -> None:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="check_cli_agreement.py", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ScriptParser(PROG, description=__doc__)
     parser.add_argument("--definition", action="append", choices=[s.short for s in DEFINITIONS.values()],
                         required=True, help="a definition to check (repeatable)")
     parser.add_argument("-n", "--num-workloads", type=positive_int, default=1,
@@ -187,18 +185,23 @@ def main(argv=None) -> int:
     parser.add_argument("--budget", type=positive_int, default=540, help="seconds for everything (default 540)")
     parser.add_argument("--out", type=output_folder, required=True, help="folder for what is kept (see above)")
     args = parser.parse_args(argv)
-    args.out.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix="cli-agreement-"))
-    log, cache = args.out / "log.txt", args.out / REFERENCE_FILE
-    wrapper = cli_wrapper(work / "bin")
-    env = {**os.environ, "PATH": f"{wrapper.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    steps = Steps(args.budget, log, env)
+    started = time.monotonic()
+    import torch
 
+    if not torch.cuda.is_available():
+        return fail(PROG, "needs a CUDA GPU: the check times on one")
+    args.out.mkdir(parents=True, exist_ok=True)
+    log, cache = args.out / "log.txt", args.out / REFERENCE_FILE
     check = check_timer()
     (args.out / "check.json").write_text(json.dumps(check, indent=2), encoding="utf-8")
     lines = [f"timer: {check['description']}", f"GPU: {check['gpu']}; versions: {check['versions']}",
-             f"flashinfer-bench commit: {check.get('commit')}; work folder: {work}"]
+             f"flashinfer-bench commit: {check.get('commit')}"]
     if check["ok"]:
+        work = Path(tempfile.mkdtemp(prefix="cli-agreement-"))
+        wrapper = cli_wrapper(work / "bin")
+        env = {**os.environ, "PATH": f"{wrapper.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+        steps = Steps(args.budget - (time.monotonic() - started), log, env)
+        lines.append(f"work folder: {work}")
         lines.append(f"small call, µs: {check['small_call_us']}; the kit's timer after the evaluator's: "
                      f"{check['mixing']}")
         if args.host_cost:

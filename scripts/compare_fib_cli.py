@@ -21,14 +21,13 @@ reference times agree within 10 % (issue 27's criterion). Exit
 status: 0 when the CLI ran and passed every workload, 1 otherwise, 2 for bad arguments.
 """
 
-import argparse
 import json
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-from gdn_bench.arguments import add_root_argument, chosen_project, positive_int
+from gdn_bench.arguments import ScriptParser, add_root_argument, chosen_project, positive_int
 from gdn_bench.definitions import resolve
 from gdn_bench.fib_compare import (DEFAULT_COUNT, agreement, cli_command, compare, format_agreement,
                                    format_comparison, pick_workloads, write_cli_trace_set)
@@ -45,8 +44,7 @@ def flashinfer_bench_cli() -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="compare_fib_cli.py", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ScriptParser("compare_fib_cli", description=__doc__)
     parser.add_argument("results", type=Path, help="results.json of a run_local run on a GPU")
     parser.add_argument("-k", "--count", type=positive_int, default=DEFAULT_COUNT,
                         help=f"how many workloads (default {DEFAULT_COUNT})")

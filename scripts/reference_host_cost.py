@@ -20,13 +20,12 @@ table gives the extra host time per launch under each timer, and the evaluator's
 calls' spread (a slow call among fast ones is one that handled a full CUPTI buffer).
 """
 
-import argparse
 import json
 import statistics
 import sys
 import time
 
-from gdn_bench.arguments import definition_name, output_file, positive_int, positive_ints
+from gdn_bench.arguments import ScriptParser, definition_name, output_file, positive_int, positive_ints
 from gdn_bench.dataset import load_trace_set
 from gdn_bench.definitions import resolve
 
@@ -94,8 +93,7 @@ def format_rows(rows: list[dict], label) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="reference_host_cost.py", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ScriptParser("reference_host_cost", description=__doc__)
     parser.add_argument("--definition", type=definition_name, default="prefill",
                         help="decode or prefill (default prefill)")
     parser.add_argument("--sizes", type=positive_ints, required=True,
@@ -114,11 +112,11 @@ def main(argv=None) -> int:
     from gdn_bench.runner import RunSettings, select_workloads
 
     if not torch.cuda.is_available():
-        print("reference_host_cost.py: error: needs a CUDA GPU", file=sys.stderr)
+        print("reference_host_cost: error: needs a CUDA GPU", file=sys.stderr)
         return 2
     timer = reference_timer()
     if not timer.is_evaluators:
-        print(f"reference_host_cost.py: error: {timer.describe(args.warmup, args.iterations, 1)}", file=sys.stderr)
+        print(f"reference_host_cost: error: {timer.describe(args.warmup, args.iterations, 1)}", file=sys.stderr)
         return 1
     trace_set = load_trace_set(spec.default_dataset(True), spec.name)
     settings = RunSettings(algos=[], definition=spec.name, sizes=args.sizes, num_workloads=1)

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import modal
 
-from gdn_bench.arguments import positive_int
+from gdn_bench.arguments import ScriptParser, positive_int
 from gdn_bench.cli import add_run_arguments, algorithms_epilog, report, report_track, settings_from_args
 from gdn_bench.device import prepare_triton
 from gdn_bench.interrupts import EXIT_STATUS
@@ -53,9 +53,13 @@ EXTRA_PACKAGES = ("tomlkit>=0.13,<0.16",)  # what gdn_bench needs beyond the eva
 CACHE_MOUNT = "/cache"
 DATASET_MOUNT = Path("/dataset")
 NO_CREDENTIALS = (
-    "run_modal: no Modal credentials found. Run `modal setup` once (it stores a token in "
+    "run_modal: error: no Modal credentials found. Run `modal setup` once (it stores a token in "
     "~/.modal.toml), or set MODAL_TOKEN_ID and MODAL_TOKEN_SECRET, then try again."
 )
+# The GPU types Modal's documentation lists (modal.com/docs/guide/gpu); its client sends any
+# name, and only the server, once the app runs, refuses one it does not know.
+MODAL_GPUS = ("T4", "L4", "A10", "A10G", "L40S", "A100", "A100-40GB", "A100-80GB", "RTX-PRO-6000", "H100", "H100!",
+              "H200", "B200", "B200+")
 # Modal's client retries a server that does not answer for about a minute and has no setting
 # to shorten that; the hello that checks the server before anything starts waits this long.
 CONNECT_TIMEOUT_S = 10.0
@@ -78,6 +82,13 @@ def require_credentials() -> None:
 def _fail(line: str) -> None:
     print(line, file=sys.stderr)
     raise SystemExit(2)
+
+
+def gpu_type(text: str) -> str:
+    """One of MODAL_GPUS, in any case; else an argparse error listing them."""
+    if text.upper() not in MODAL_GPUS:
+        raise argparse.ArgumentTypeError(f"expected one of Modal's GPU types ({', '.join(MODAL_GPUS)}), got {text!r}")
+    return text.upper()
 
 
 def _server() -> str:
@@ -159,10 +170,10 @@ def prepare_dataset(definition: str) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     """run_local's flags but --dataset, and the Modal ones."""
-    parser = argparse.ArgumentParser(prog="run_modal.py", description=__doc__, epilog=algorithms_epilog(),
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ScriptParser("run_modal", description=__doc__, epilog=algorithms_epilog())
     add_run_arguments(parser)
-    parser.add_argument("--gpu", default=DEFAULT_GPU, help=f"Modal GPU type (default {DEFAULT_GPU})")
+    parser.add_argument("--gpu", type=gpu_type, default=DEFAULT_GPU,
+                        help=f"Modal GPU type: {', '.join(MODAL_GPUS)} (default {DEFAULT_GPU})")
     parser.add_argument("--max-containers", type=positive_int, default=DEFAULT_MAX_CONTAINERS,
                         help=f"at most this many GPUs at once (default {DEFAULT_MAX_CONTAINERS})")
     parser.add_argument("--volume", help="Modal Volume holding the trace set (default: the definition's own)")
@@ -254,7 +265,7 @@ def launch(todo: list, args: argparse.Namespace) -> int:
         runs.append(results)
         statuses.append(report(results, out, "run_modal"))
     if not partial and len(runs) > 1 and any(r.meta["mode"] == "gpu" for r in runs):  # .local() on CPU: nothing timed
-        report_track(runs, args.out)
+        statuses.append(report_track(runs, args.out, "run_modal"))
     return max(statuses)
 
 
@@ -289,12 +300,23 @@ def main(argv: list[str] | None = None) -> int:
 
 def _before_modal_run() -> None:
     """When `modal run` imports this file (it starts the app next): --help prints this
-    script's flags; else credentials and the server are checked, each failing in one line."""
+    script's flags; else the flags given after this file, then credentials, then the server
+    are checked, each failing in one line."""
     if {"-h", "--help"} & set(sys.argv[1:]):
         build_parser().print_help()
         raise SystemExit(0)
+    flags = own_flags(sys.argv)
+    if flags is not None:
+        plan(flags)
     require_credentials()
     require_server()
+
+
+def own_flags(argv: list[str]) -> list[str] | None:
+    """The arguments after this file (optionally ::function) in `modal run`'s command line,
+    or None where it is not there."""
+    here = Path(__file__).resolve()
+    return next((argv[i + 1:] for i, arg in enumerate(argv) if Path(arg.partition("::")[0]).resolve() == here), None)
 
 
 if modal.is_local() and "modal.cli.run" in sys.modules:

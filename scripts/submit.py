@@ -12,18 +12,17 @@ file, existing tag, uncommitted changes in solution/ or config.toml) or when git
 refusal is one line saying what to do.
 """
 
-import argparse
 import sys
 from pathlib import Path
 
-from gdn_bench.arguments import definition_name
+from gdn_bench.arguments import ScriptParser, definition_name
 from gdn_bench.definitions import DEFAULT, resolve
 from gdn_bench.paths import checkout_of
 from gdn_bench.submit import SubmitError, how_to_push, push_tag, tag_submission, toplevel
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ScriptParser("submit", description=__doc__)
     parser.add_argument("--definition", type=definition_name, default=DEFAULT,
                         help=f"decode, prefill or mtp, or a full definition name (default {DEFAULT})")
     parser.add_argument("--tag", required=True, help="name of the tag to create")

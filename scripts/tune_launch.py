@@ -13,18 +13,15 @@ sizes. --write replaces the tables in the submission file; the sweep itself goes
 (default results/tune_launch_<definition>.json).
 """
 
-import argparse
 import importlib
 import json
 import sys
 
-import torch
-
 from gdn_bench.algos import load_solution_file
-from gdn_bench.arguments import add_root_argument, checked, chosen_project, definition_name, output_file, positive_ints
+from gdn_bench.arguments import (ScriptParser, add_root_argument, checked, chosen_project, definition_name,
+                                 output_file, positive_ints)
 from gdn_bench.definitions import DEFAULT, resolve
 from gdn_bench.paths import checkout_of
-from gdn_bench.table_tuning import best_rows, plain, sweep, write_table
 
 
 # Each definition's tuning module: its SWEEPS, the tables it tunes and how.
@@ -33,6 +30,8 @@ TUNING = {"decode": "gdn_bench.decode_tuning", "prefill": "gdn_bench.prefill_tun
 
 def _table_text(records: list[dict]) -> str:
     """µs per probe (rows) and setting (columns); * marks each probe's fastest."""
+    from gdn_bench.table_tuning import plain
+
     settings = list(dict.fromkeys(json.dumps(plain(r["setting"])) for r in records))
     probes = list(dict.fromkeys(r["probe"] for r in records))
     us = {(r["probe"], json.dumps(plain(r["setting"]))): r["us"] for r in records}
@@ -47,7 +46,7 @@ def _table_text(records: list[dict]) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ScriptParser("tune_launch", description=__doc__)
     parser.add_argument("--definition", type=definition_name, default=DEFAULT,
                         help=f"decode, prefill or mtp, or a full definition name (default {DEFAULT})")
     parser.add_argument("--table", action="append", help="a table to tune (repeatable; default: all)")
@@ -62,10 +61,6 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     chosen_project(parser, args)
     spec = resolve(args.definition)
-    available = importlib.import_module(TUNING[spec.short]).SWEEPS
-    unknown = [t for t in args.table or () if t not in available]
-    if unknown:
-        parser.error(f"argument --table: {spec.short} has no table {', '.join(unknown)}; it has {', '.join(available)}")
     chosen = (args.batch_sizes, "--batch-sizes") if args.batch_sizes else (args.seq_lens, "--seq-lens")
     if chosen[0] and chosen[1] != spec.size_flag:
         parser.error(f"argument {chosen[1]}: not a flag of {spec.short}; its sizes are {spec.size_flag}")
@@ -74,6 +69,15 @@ def main(argv=None) -> int:
     entry = spec.submission_entry()
     if args.write:  # the file it rewrites, checked before the sweep
         checked(parser, "--write", output_file(entry.name), entry)
+    # The tables are the tuning module's, which imports torch (it times): --table is checked last.
+    import torch
+
+    from gdn_bench.table_tuning import best_rows, plain, sweep, write_table
+
+    available = importlib.import_module(TUNING[spec.short]).SWEEPS
+    unknown = [t for t in args.table or () if t not in available]
+    if unknown:
+        parser.error(f"argument --table: {spec.short} has no table {', '.join(unknown)}; it has {', '.join(available)}")
     if not torch.cuda.is_available():
         print("tune_launch: error: needs a CUDA GPU", file=sys.stderr)
         return 2

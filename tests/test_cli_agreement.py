@@ -2,6 +2,7 @@
 to measure): the CLI wrapper, the budgeted steps, the summary and its verdict, a stop when the
 evaluator's timer is not there, and how the host-cost numbers are read off the calls."""
 
+import importlib.metadata
 import json
 import subprocess
 import sys
@@ -75,7 +76,32 @@ def test_a_definition_passes_with_enough_workloads_all_within_tolerance(tmp_path
          "no comparison: see log.txt"], False)
 
 
+def test_without_a_gpu_one_line_and_nothing_written(tmp_path, monkeypatch, capsys):
+    """Status 2 (a missing tool, as the other GPU scripts), no --out, no work folder."""
+    import tempfile
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(check, "check_timer", lambda: pytest.fail("the timer was checked"))
+    assert check.main(["--definition", "decode", "--out", str(tmp_path / "out")]) == 2
+    assert capsys.readouterr().err == "check_cli_agreement: error: needs a CUDA GPU: the check times on one\n"
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_flashinfer_bench_version_is_pips_where_it_is_the_installed_one():
+    import flashinfer_bench
+
+    from gdn_bench.evaluator_timing import _versions
+
+    assert _versions()["flashinfer-bench"] == (f"{importlib.metadata.version('flashinfer-bench')} "
+                                              f"({flashinfer_bench.__file__})")
+
+
 def test_without_the_evaluators_timer_it_stops_before_running_anything(tmp_path, monkeypatch, capsys):
+    import tempfile
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     monkeypatch.setattr(check, "check_timer", lambda: {"ok": False, "why": "no CUPTI", "description": "the kit's",
                                                        "gpu": "CPU", "versions": {}})
     monkeypatch.setattr(check.Steps, "run", lambda *a, **k: pytest.fail("a step ran"))
@@ -84,6 +110,7 @@ def test_without_the_evaluators_timer_it_stops_before_running_anything(tmp_path,
     assert out[-2:] == ["STOPPED: no CUPTI", "FAIL: issue 27's check (prefill)"]
     assert (tmp_path / "summary.txt").read_text().splitlines()[-1] == out[-1]
     assert json.loads((tmp_path / "check.json").read_text())["why"] == "no CUPTI"
+    assert not list(tmp_path.glob("cli-agreement-*"))  # no work folder: nothing ran
 
 
 def test_host_cost_reads_each_timers_calls(monkeypatch):
@@ -146,6 +173,8 @@ def test_each_definition_is_run_compared_and_kept(tmp_path, monkeypatch, capsys)
             _comparison(check.Path(command[command.index("--work") + 1]) / "comparison.json", [1.0] * 8)
         return 0
     monkeypatch.setattr(check.Steps, "run", run)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(check.tempfile, "tempdir", str(tmp_path))  # the work folder, kept
     out = tmp_path / "out"
     assert check.main(["--definition", "prefill", "--sizes", "6,262", "--host-cost", "prefill:6", "--out",
                        str(out)]) == 0

@@ -9,12 +9,14 @@ import torch
 from flashinfer_bench import TraceSet
 from safetensors.torch import load_file, save_file
 
+from gdn_bench import dataset
+from gdn_bench.algos import load_module
 from gdn_bench.dataset import load_trace_set, write_trace_set
 from gdn_bench.definitions import DEFINITIONS
 from gdn_bench.definitions.decode.definition import NAME as DEFINITION_NAME
 from gdn_bench.definitions.decode.mix import CONTEST_BATCH_MIX
 from gdn_bench.paths import EMBEDDED_PATH
-from helpers import SEED
+from helpers import ROOT, SEED
 
 
 def test_loads_with_flashinfer_bench():
@@ -160,3 +162,83 @@ def test_every_workload_that_could_not_run_is_counted(tmp_path):
     shutil.rmtree(root / "blob" / "workloads" / "gdn" / DEFINITION_NAME)
     with pytest.raises(ValueError, match=r"does not exist \(and 2 more workloads that cannot run\)$"):
         load_trace_set(root)
+
+
+def _snapshot(root) -> dict:
+    """Every file under `root` (relative path -> bytes) and every folder (-> None)."""
+    return {p.relative_to(root): None if p.is_dir() else p.read_bytes() for p in sorted(root.rglob("*"))}
+
+
+def _make_dataset(argv, capsys) -> tuple[int, str]:
+    """scripts/make_dataset.py's exit status and its last line on stderr."""
+    main = load_module(ROOT / "scripts" / "make_dataset.py", "make_dataset_under_test").main
+    try:
+        status = main(argv)
+    except SystemExit as e:
+        status = e.code
+    return status, (capsys.readouterr().err.strip().splitlines() or [""])[-1]
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--seed", "99999999999999999999999"], "argument --seed: expected a seed from 0 to 2**63 - 1, got "
+                                            "99999999999999999999999"),
+    (["--seed", "-5"], "argument --seed: expected a seed from 0 to 2**63 - 1, got -5"),
+    (["--seed", "x"], "argument --seed: expected a seed from 0 to 2**63 - 1, got 'x'"),
+    ([], "one of the arguments --out --embedded is required"),
+    (["--out", str(EMBEDDED_PATH)], f"argument --out: {EMBEDDED_PATH} is the committed trace set; rewrite it with "
+                                    "--embedded (and no --out)"),
+    (["--out", str(EMBEDDED_PATH / "blob")], "is the committed trace set"),
+], ids=["huge-seed", "negative-seed", "not-a-seed", "no-target", "committed", "inside-committed"])
+def test_make_dataset_refuses_bad_arguments_leaving_the_target_as_it_was(argv, said, tmp_path, capsys):
+    """One line, status 2, and the target (a copy of the trace set, and the committed one)
+    byte for byte as it was."""
+    target = tmp_path / "data"
+    shutil.copytree(EMBEDDED_PATH, target)
+    before, committed = _snapshot(target), _snapshot(EMBEDDED_PATH)
+    status, last = _make_dataset([*argv, "--out", str(target)] if argv[:1] == ["--seed"] else argv, capsys)
+    assert status == 2 and last.startswith("make_dataset: error: ") and said in last, last
+    assert _snapshot(target) == before and _snapshot(EMBEDDED_PATH) == committed
+
+
+@pytest.fixture
+def cheap_definitions(monkeypatch):
+    """write_trace_set with prefill's and mtp's subsets only (decode's takes seconds)."""
+    monkeypatch.setattr(dataset, "DEFINITIONS", {k: v for k, v in DEFINITIONS.items() if k != "decode"})
+
+
+def test_a_failed_write_leaves_the_target_as_it_was(cheap_definitions, tmp_path, monkeypatch):
+    from gdn_bench import trace_cache
+
+    target = tmp_path / "data"
+    write_trace_set(target, 1)
+    before = _snapshot(target)
+    calls = []
+
+    def fail_second(root, definition):
+        calls.append(definition.name)
+        if len(calls) == 2:
+            raise OSError("disk full")
+        return new_trace_set(root, definition)
+
+    new_trace_set = trace_cache.new_trace_set
+    monkeypatch.setattr(trace_cache, "new_trace_set", fail_second)
+    with pytest.raises(OSError, match="disk full"):
+        write_trace_set(target, 2)
+    assert _snapshot(target) == before
+    assert [p.name for p in tmp_path.iterdir()] == ["data"]  # no temporary folder left beside it
+
+
+def test_an_earlier_run_is_replaced_and_other_files_are_refused(cheap_definitions, tmp_path):
+    target = tmp_path / "data"
+    target.mkdir(mode=0o750)
+    write_trace_set(target, 1)
+    first = _snapshot(target)
+    write_trace_set(target, 2)  # an earlier run's output: replaced whole, its mode kept
+    assert _snapshot(target).keys() == first.keys() and _snapshot(target) != first
+    assert target.stat().st_mode & 0o777 == 0o750
+    (target / "notes.txt").write_text("mine")
+    before = _snapshot(target)
+    with pytest.raises(ValueError, match=f"{target} holds files that make_dataset does not write "
+                                         rf"\({target / 'notes.txt'}\); they would be lost"):
+        write_trace_set(target, 3)
+    assert _snapshot(target) == before and [p.name for p in tmp_path.iterdir()] == ["data"]

@@ -168,4 +168,4 @@ def test_what_it_cannot_compare_is_one_line_exit_2(run, change, says, tmp_path, 
     with pytest.raises(SystemExit) as e:
         compare_fib_cli.main([str(_write(broken, tmp_path / "results.json")), "--dry-run"])
     err = capsys.readouterr().err.strip().splitlines()[-1]
-    assert e.value.code == 2 and err.startswith("compare_fib_cli.py: error: argument ") and says in err
+    assert e.value.code == 2 and err.startswith("compare_fib_cli: error: argument ") and says in err

@@ -11,7 +11,7 @@ from flashinfer_bench import Solution
 from flashinfer_bench.agents.solution_handler import VALID_SOURCE_EXTENSIONS
 
 from gdn_bench.algos import load_module
-from gdn_bench.packing import PackError, pack, read_config, solution_dir, write_solution
+from gdn_bench.packing import PackError, config_text_for, pack, read_config, solution_dir, write_solution
 from helpers import ROOT
 
 SCRIPT = ROOT / "scripts" / "pack_solution.py"
@@ -129,7 +129,7 @@ def test_script_packs_its_own_checkout_whatever_gdn_bench_is_installed_from(tmp_
 
 def test_root_that_is_no_checkout(tmp_path):
     result = _run("--root", tmp_path)
-    assert result.returncode == 2 and "pack_solution.py: error: argument --root: " in result.stderr
+    assert result.returncode == 2 and "pack_solution: error: argument --root: " in result.stderr
     assert "Traceback" not in result.stderr
     assert "is not a checkout of the kit: it has no config.toml and no solution" in result.stderr
 
@@ -142,3 +142,22 @@ def test_output_naming_a_folder_gets_solution_json_in_it(given, tmp_path, capsys
     written = tmp_path / given.rstrip("/") / "solution.json"
     assert Solution.model_validate_json(written.read_text()).definition == "gdn_decode_qk4_v8_d128_k_last"
     assert capsys.readouterr().out.startswith(f"wrote {written}: ")
+
+
+def test_a_checkout_of_a_prefill_tag_packs_prefill_by_default(tmp_path, capsys):
+    """Its config.toml is the one submit.py commits for prefill: [solution] names prefill."""
+    tagged = _config(tmp_path, config_text_for(GOOD_CONFIG, "gdn_prefill_qk4_v8_d128_k_last"))
+    code, stderr = _main(capsys, "--config", tagged, "-o", tmp_path / "s.json")
+    assert code == 0, stderr
+    solution = Solution.model_validate_json((tmp_path / "s.json").read_text())
+    assert (solution.definition, solution.spec.entry_point) == ("gdn_prefill_qk4_v8_d128_k_last", "prefill.py::kernel")
+
+
+def test_another_definitions_language_build_is_named(tmp_path, capsys):
+    """[build.cuda] is [solution]'s (decode): prefill has no cuda build, and the line says why."""
+    code, stderr = _main(capsys, "--definition", "prefill", "--language", "cuda", "-o", tmp_path / "s.json")
+    assert code == 2 and stderr == (
+        f"pack_solution: error: {CONFIG_PATH}: no cuda build for gdn_prefill_qk4_v8_d128_k_last: [build.cuda] is for "
+        "gdn_decode_qk4_v8_d128_k_last ([solution]), and [submission.prefill] builds triton (set language and "
+        "entry_point there for cuda)\n")
+    assert not (tmp_path / "s.json").exists()

@@ -123,7 +123,7 @@ def test_a_bad_config_is_refused_before_the_gpu_is_looked_for():
     result = subprocess.run([sys.executable, str(ROOT / "scripts" / "bench_prefill.py"), "--config", "CHUNK=48"],
                             capture_output=True, text=True)
     assert result.returncode == 2 and result.stderr.endswith(
-        "bench_prefill.py: error: argument --config: CHUNK (tokens per block): expected a power of two from 16 to "
+        "bench_prefill: error: argument --config: CHUNK (tokens per block): expected a power of two from 16 to "
         "128, got 48\n")
 
 

@@ -106,15 +106,15 @@ def _main(argv, capsys):
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the refusals without a GPU")
 def test_refuses_without_gpu_or_ncu_in_one_line(capsys, monkeypatch, tmp_path):
-    assert _main(["--out", str(tmp_path)], capsys) == (2, "profile: error: needs a CUDA GPU\n")
+    assert _main(["--out", str(tmp_path)], capsys) == (2, "profile_call: error: needs a CUDA GPU\n")
     monkeypatch.setenv("PATH", str(tmp_path))  # an empty folder: no ncu
     code, err = _main(["--mode", "ncu", "--out", str(tmp_path)], capsys)
-    assert code == 2 and err.startswith("profile: error: ncu (Nsight Compute) is not on PATH: install")
+    assert code == 2 and err.startswith("profile_call: error: ncu (Nsight Compute) is not on PATH: install")
     assert err.count("\n") == 1
     fake = tmp_path / "ncu"
     fake.write_text("#!/bin/sh\n")
     fake.chmod(0o755)
-    assert _main(["--mode", "ncu", "--out", str(tmp_path)], capsys) == (2, "profile: error: needs a CUDA GPU\n")
+    assert _main(["--mode", "ncu", "--out", str(tmp_path)], capsys) == (2, "profile_call: error: needs a CUDA GPU\n")
 
 
 def test_proton_missing_is_one_line(monkeypatch):

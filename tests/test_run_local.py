@@ -68,7 +68,7 @@ def test_bad_numbers_exit_2(argv, capsys):
         cli.build_parser(ROOT).parse_args(argv)
     last = capsys.readouterr().err.strip().splitlines()[-1]
     flag = "-n/--num-workloads" if argv[0] == "-n" else argv[0]
-    assert e.value.code == 2 and last.startswith(f"run_local.py: error: argument {flag}: ")
+    assert e.value.code == 2 and last.startswith(f"run_local: error: argument {flag}: ")
     assert argv[1] in last and "positive_int" not in last  # the value, and no internal name
 
 
@@ -339,8 +339,8 @@ def test_out_that_cannot_be_a_folder_exit_2_before_any_work(make, capsys, tmp_pa
     with pytest.raises(SystemExit) as e:
         cli.main(["--algo", "pt-reference", "--out", str(out)], checkout=ROOT)
     err = capsys.readouterr().err
-    last = err.strip().splitlines()[-1]  # after the usage: one line, naming the flag
-    assert e.value.code == 2 and "Traceback" not in err and last.startswith("run_local.py: error: argument --out: ")
+    last = err.strip().splitlines()[-1]  # one line, naming the flag
+    assert e.value.code == 2 and "Traceback" not in err and last.startswith("run_local: error: argument --out: ")
     assert last.endswith({"file": "taken exists and is not a folder", "file-parent": "taken is a file, not a folder",
                           "proc": "cannot create /proc/x: cannot write into /proc (No such file or directory)"}[make])
 
@@ -518,3 +518,42 @@ def test_results_path_is_printed_in_full(monkeypatch, tmp_path):
     s = _settings(["--out", "here"])
     assert s.out == tmp_path / "here" and s.out.is_absolute()
     assert _settings([]).out.parent == tmp_path / "results"
+
+
+def test_an_out_made_a_file_mid_run_keeps_the_report_elsewhere_and_says_where(capsys, tmp_path, monkeypatch):
+    """--out replaced by a file while the run ran: the report goes to a new temporary folder,
+    named in one line; status 2."""
+    import tempfile
+
+    from gdn_bench import runner
+
+    out, temporary = tmp_path / "out", tmp_path / "tmp"
+    temporary.mkdir()
+    run = runner.run
+
+    def run_then_take_out(settings):
+        results = run(settings)
+        shutil.rmtree(out, ignore_errors=True)
+        out.write_text("taken")
+        return results
+
+    monkeypatch.setattr(runner, "run", run_then_take_out)
+    monkeypatch.setattr(tempfile, "tempdir", str(temporary))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setenv("TRITON_INTERPRET", os.environ.get("TRITON_INTERPRET", "0"))
+    code, printed, err = _main(["--algo", "pt-reference", "-n", "1", "--batch-sizes", "1", "--out", str(out)], capsys)
+    [kept] = temporary.iterdir()
+    assert code == 2 and err.endswith(f"\nrun_local: error: cannot write the report under {out} (File exists); "
+                                      f"wrote it under {kept} instead\n")  # after the progress bar
+    assert {"results.json", "report.txt"} <= {p.name for p in kept.iterdir()} and f"wrote {kept}" in printed
+    assert json.loads((kept / "results.json").read_text())["rows"][0]["status"] == "PASSED"
+    assert out.read_text() == "taken"
+
+
+def test_an_algorithm_lacking_a_gpu_and_packages_names_both(monkeypatch):
+    """fla-lib on a CPU without fla: the GPU and the install, not the install alone."""
+    from gdn_bench.algos import Algo
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    algo = Algo("x", "", "d", None, "baselines/x", needs_gpu=True, requires=("no_such_module_gdn",), extra="baselines")
+    assert algo.unavailable() == 'needs a CUDA GPU and no_such_module_gdn (pip install -e ".[baselines]")'

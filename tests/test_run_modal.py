@@ -172,12 +172,12 @@ def test_plan_both_definitions(run_modal, tmp_path, monkeypatch):
 @pytest.mark.parametrize("argv", [["--algo", "nope"], ["--workload-id", "zzz"], ["--volume-path", "x"],
                                   ["--dataset", "somewhere"], ["-n", "0"], ["--definition", "nope"],
                                   ["--definition", "prefill", "--seq-lens", "5,7777"],
-                                  ["--definition", "prefill", "--batch-sizes", "1"]], ids=" ".join)
+                                  ["--definition", "prefill", "--batch-sizes", "1"], ["--gpu", "Z999"]], ids=" ".join)
 def test_plan_rejects_bad_flags(run_modal, argv, capsys):
     with pytest.raises(SystemExit) as e:
         run_modal.plan(argv)
-    assert e.value.code == 2
-    assert "run_modal.py: error:" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and err.startswith("run_modal: error:") and err.count("\n") == 1
 
 
 def test_plan_rejects_a_broken_reference_file(run_modal, tmp_path, capsys):
@@ -277,6 +277,21 @@ def test_no_credentials_one_clear_message(run_modal, command, tmp_path):
     assert result.returncode == 2
     assert result.stderr.strip() == run_modal.NO_CREDENTIALS
     assert "modal setup" in result.stderr and "MODAL_TOKEN_ID" in result.stderr
+
+
+@pytest.mark.parametrize("command", [["scripts/run_modal.py"], ["-m", "modal", "run", "scripts/run_modal.py"]],
+                         ids=["python", "modal-run"])
+def test_flags_are_checked_before_the_credentials(run_modal, command, tmp_path):
+    """Issue 35 item 6: a bad --gpu is named, not the missing credentials."""
+    result = subprocess.run([sys.executable, *command, "--gpu", "Z999"], cwd=ROOT, env=_offline_env(tmp_path),
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and result.stderr == (
+        f"run_modal: error: argument --gpu: expected one of Modal's GPU types ({', '.join(run_modal.MODAL_GPUS)}), "
+        "got 'Z999'\n")
+
+
+def test_gpu_types_in_any_case(run_modal):
+    assert run_modal.gpu_type("h100!") == "H100!" and run_modal.build_parser().parse_args([]).gpu == "B200"
 
 
 def test_unreachable_server_one_line_within_seconds(run_modal, tmp_path):
