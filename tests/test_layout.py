@@ -1,7 +1,7 @@
-"""The project's layout as the README's map states it, read from the sources (nothing is
-imported): the harness's imports (lazy ones too) form no cycle, a definition folder imports
-no measuring tool, no script imports another, and the map names every module, script and
-submission file."""
+"""The project's layout as its map (docs/layout.md, linked from the README) states it, read
+from the sources (nothing is imported): the harness's imports (lazy ones too) form no cycle, a
+definition folder imports no measuring tool, no script imports another, and the map names every
+module, script and submission file."""
 
 import ast
 import re
@@ -74,11 +74,11 @@ def test_no_script_imports_another():
         assert not roots & (scripts | {"scripts"}), f"{path.name} imports {sorted(roots & (scripts | {'scripts'}))}"
 
 
-def test_the_readme_map_names_every_module_script_and_submission_file():
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    layout = readme[readme.index("## Layout"):readme.index("\n## ", readme.index("## Layout") + 1)]
+def test_the_layout_map_names_every_module_script_and_submission_file():
+    page = (ROOT / "docs" / "layout.md").read_text(encoding="utf-8")
+    layout = re.search(r"^```\n(.*?)^```$", page, re.S | re.M).group(1)  # the map: the page's fenced block
     named = set(re.findall(r"[\w/]+\.py", layout))
     files = [*PACKAGE.glob("*.py"), *(ROOT / "scripts").glob("*.py"), *(ROOT / "solution" / "triton").glob("*.py")]
     missing = [str(p.relative_to(ROOT)) for p in files
                if p.name != "__init__.py" and p.name not in named and str(p.relative_to(ROOT)) not in named]
-    assert not missing, f"the README's layout map does not name {missing}"
+    assert not missing, f"docs/layout.md's map does not name {missing}"

@@ -1,5 +1,6 @@
-"""Facts the README states that code can check: CI runs its CPU install line literally, its
-CPU examples match the embedded trace set, and run_modal's flag list is complete."""
+"""Facts the README and its pages state that code can check: CI runs the README's CPU install
+line literally, the harness page's CPU examples (docs/harness.md) match the embedded trace set,
+and the Modal page's run_modal flag list (docs/modal.md) is complete."""
 
 import importlib.util
 import os
@@ -16,6 +17,8 @@ from gdn_bench.runner import RunSettings, selection_note
 from helpers import ROOT
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
+HARNESS = (ROOT / "docs" / "harness.md").read_text(encoding="utf-8")  # run_local's page, linked from the README
+MODAL = (ROOT / "docs" / "modal.md").read_text(encoding="utf-8")
 PREFILL = DEFINITIONS["prefill"]
 
 
@@ -46,7 +49,7 @@ def test_ci_makes_the_readmes_virtual_environment_first():
 
 def test_the_cpu_prefill_sizes_the_readme_names_are_the_embedded_ones():
     sizes = sorted(t.workload.axes["total_seq_len"] for t in load_trace_set(None, PREFILL.name).workloads[PREFILL.name])
-    assert "total_seq_len 5, 8, 65, 68,\n70)" in README and "T = 5, 8, 65, 68, 70" in README
+    assert "total_seq_len 5, 8, 65, 68,\n70)" in HARNESS and "T = 5, 8, 65, 68, 70" in HARNESS
     assert sizes == [5, 8, 65, 68, 70]
     note = selection_note(RunSettings(algos=[], definition="prefill"), cpu=True)
     assert note == "the default CPU subset: its workloads of at most 128 tokens (up to 6, the first)"
@@ -54,7 +57,7 @@ def test_the_cpu_prefill_sizes_the_readme_names_are_the_embedded_ones():
 
 def test_the_gpu_prefill_example_exits_2_on_a_cpu_as_the_readme_says(capsys, monkeypatch, tmp_path):
     example = "--definition prefill --algo pt-reference,fi-baseline --seq-lens 6,8192"
-    assert f"python scripts/run_local.py {example}   # GPU" in README
+    assert f"python scripts/run_local.py {example}   # GPU" in HARNESS
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.setenv("TRITON_INTERPRET", os.environ.get("TRITON_INTERPRET", "0"))
     assert cli.main([*example.split(), "--out", str(tmp_path)], checkout=ROOT) == 2
@@ -67,7 +70,7 @@ def test_the_readme_lists_every_run_modal_flag():
     from gdn_bench.algos import load_module
 
     parser = load_module(ROOT / "scripts" / "run_modal.py", "run_modal_readme").build_parser()
-    listed = README[README.index("Flags: `run_local.py`'s"):README.index("## Pack and submit")]
+    listed = MODAL[MODAL.index("Flags: `run_local.py`'s"):MODAL.index("## Cost")]
     missing = [action.option_strings for action in parser._actions if action.dest != "help"
                and not any(f"`{o}`" in listed or f"`{o} " in listed for o in action.option_strings)]
     assert len(parser._actions) > 10 and not missing
