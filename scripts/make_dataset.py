@@ -12,7 +12,7 @@ only files that this script writes. Exit status 0, or 2 with one line saying wha
 
 The JSON files come out byte for byte everywhere; the blobs byte for byte with torch 2.13.0
 on an x86-64 CPU where torch uses AVX2 or AVX-512, and a few last bits apart elsewhere
-(README, "The trace sets"). The line it prints names the torch version and the vector
+(docs/trace-sets.md). The line it prints names the torch version and the vector
 instructions it ran with.
 """
 

@@ -61,7 +61,7 @@ def test_shipped_definition_matches_code(short):
     assert shipped == json.loads(spec.build_definition().model_dump_json(exclude_unset=True))
 
 
-# Where the blobs regenerate byte for byte (README, "The trace sets"): this torch, and its AVX2
+# Where the blobs regenerate byte for byte (docs/trace-sets.md): this torch, and its AVX2
 # or AVX-512 code; elsewhere torch's random draws differ in the last bits.
 EXACT_TORCH, EXACT_CAPABILITIES = "2.13.0", ("AVX2", "AVX512")
 
