@@ -33,10 +33,9 @@ float16 has tf32's 10-bit mantissa (bfloat16 operands fail the contest's check u
 decay, docs/perf.md) at bfloat16's rate; the operands are bounded by the inputs' sizes.
 
 Launches come from per-architecture tables (_table: "sm90" for Hopper, "sm100" for Blackwell,
-shared.arch_key), so a change of GPU changes data, not code. On sm_100 the kernels that carry
-the state run 2 warps (mma.sync) under a Triton older than 3.8, whose tcgen05 path has
-computed tl.dot recurrences wrongly, and 4 warps with one stage from 3.8 on, outside every
-failure reported (docs/sm100.md).
+shared.arch_key), so a change of GPU changes data, not code. On sm_100 every kernel runs one
+stage: Triton's tcgen05 path has computed tl.dot recurrences wrongly with 2-3 stages, and one
+stage is outside every failure reported (docs/sm100.md).
 
 No host synchronization inside a call: sequence bounds are read on the device, grids come
 from shapes, and lengths are runtime arguments (no recompilation per T or N).
@@ -44,7 +43,6 @@ Deterministic: no atomics, a fixed order for every sum. Only torch, triton and t
 standard library are imported: the evaluator has nothing else.
 """
 
-import re
 from typing import NamedTuple
 
 import torch
@@ -101,7 +99,7 @@ class PrepRow(NamedTuple):
 
 
 # Every launch table is a dict by architecture, read through _table: "sm90" (Hopper); "sm100"
-# (Blackwell) in two plans chosen by Triton's version; "interpreter" (Triton's interpreter on
+# (Blackwell); "interpreter" (Triton's interpreter on
 # the CPU costs a few milliseconds per program whatever its tile: there every kernel runs with
 # the state's whole width per program). A tuner rewrites one architecture's rows.
 #
@@ -111,24 +109,20 @@ class PrepRow(NamedTuple):
 # one stage (the former middle row) and 16 with one stage compute wrongly under Triton 3.6
 # (an illegal address; worst margins of 100 and more), the interpreter right; not used.
 #
-# sm_100, two plans. Triton's tcgen05 path (4 or more warps) computed tl.dot recurrences
-# wrongly or nondeterministically on sm_100/sm_103 (triton #9871, #10590, #10821, PR #10993,
-# docs/sm100.md), fixed in main after 3.7's branch; every 2-warp configuration was
-# deterministic (2 warps run mma.sync, never tcgen05). "sm100", for Triton 3.8 or later:
-# Hopper's wide tiles, 4 warps and one stage everywhere (outside every failing set reported:
-# those need 2-3 stages), measured forced onto an H200 within 8 % of the Hopper plan on the
-# long rows. "sm100_mma_sync", below 3.8 (the contest's image holds a 3.7): the kernels that
-# carry the state at 2 warps, 16 columns, one stage. The prep's products carry nothing across
-# a loop (its inverse is unrolled): 4 warps in both, outside every reported trigger.
+# sm_100 (docs/sm100.md). Triton's tcgen05 path (4 or more warps) computed tl.dot recurrences
+# wrongly or nondeterministically on sm_100/sm_103 (triton #9871, #10590, #10821, PR #10993),
+# every failing set with 2 or 3 stages; PR #10993 names one stage unaffected. So every kernel
+# runs one stage on sm_100, at 4 warps (Hopper's widths; forced onto an H200 within 8 % of the
+# Hopper plan on the long rows, docs/perf.md item 20). The 2-warp plan (mma.sync, no tcgen05)
+# that landed before costs 2.2x on the long rows with these kernels and spills (item 20). The
+# prep at 8 warps: no spills on sm_100a (4 warps spill there); its products carry nothing
+# across a loop (its inverse is unrolled), outside every reported trigger.
 PREP_TABLE = {
     "sm90": (
         PrepRow(max_blocks=None, warps=4),
     ),
     "sm100": (
-        PrepRow(max_blocks=None, warps=4),
-    ),
-    "sm100_mma_sync": (
-        PrepRow(max_blocks=None, warps=4),
+        PrepRow(max_blocks=None, warps=8),
     ),
     "interpreter": (
         PrepRow(max_blocks=None, warps=4),
@@ -142,9 +136,6 @@ PASS_TABLE = {
     "sm100": (
         PiecesRow(max_pieces=None, launch=Launch(block_v=64, warps=4, stages=1)),
     ),
-    "sm100_mma_sync": (
-        PiecesRow(max_pieces=None, launch=Launch(block_v=16, warps=2, stages=1)),
-    ),
     "interpreter": (
         PiecesRow(max_pieces=None, launch=Launch(block_v=128, warps=4, stages=1)),
     ),
@@ -157,9 +148,6 @@ SUMMARY_TABLE = {
     "sm100": (
         PiecesRow(max_pieces=None, launch=Launch(block_v=64, warps=4, stages=1)),
     ),
-    "sm100_mma_sync": (
-        PiecesRow(max_pieces=None, launch=Launch(block_v=16, warps=2, stages=1)),
-    ),
     "interpreter": (
         PiecesRow(max_pieces=None, launch=Launch(block_v=128, warps=4, stages=1)),
     ),
@@ -171,17 +159,10 @@ FIXUP_TABLE = {
     "sm100": (
         PiecesRow(max_pieces=None, launch=Launch(block_v=16, warps=4, stages=1)),
     ),
-    "sm100_mma_sync": (
-        PiecesRow(max_pieces=None, launch=Launch(block_v=16, warps=2, stages=1)),
-    ),
     "interpreter": (
         PiecesRow(max_pieces=None, launch=Launch(block_v=128, warps=4, stages=1)),
     ),
 }
-# The first Triton whose tcgen05 path carries tl.dot recurrences right (docs/sm100.md).
-TCGEN05_RECURRENCES_FROM = (3, 8)
-
-
 class WalkLaunch(NamedTuple):
     """How the token walk runs: BV rows of the state per program, warps, tokens per tile."""
     block_v: int
@@ -221,18 +202,9 @@ WALK_TABLE = {
 
 
 def _table(name, arch):
-    """The rows of launch table `name` (PASS_TABLE, ...) for architecture `arch` (shared.arch_key):
-    its "sm100_mma_sync" rows on sm_100 under a Triton older than TCGEN05_RECURRENCES_FROM (and
-    for tables without them, the walk's, "sm100"). The one place a table is chosen."""
-    table = globals()[name]
-    if arch == "sm100" and triton_version() < TCGEN05_RECURRENCES_FROM:
-        return table.get("sm100_mma_sync", table[arch])
-    return table[arch]
-
-
-def triton_version():
-    """Triton's (major, minor, patch) from triton.__version__ ("3.7.1", "3.8.0+git675c5987")."""
-    return tuple(int(part) for part in re.findall(r"\d+", triton.__version__.split("+")[0])[:3])
+    """The rows of launch table `name` (PASS_TABLE, ...) for architecture `arch` (shared.arch_key),
+    as the module holds them now (a tuner may have replaced them). The one place a table is read."""
+    return globals()[name][arch]
 
 
 # --- Host side: checks, scale, the plan, scratch, launches -------------------------------------
