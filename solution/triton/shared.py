@@ -241,8 +241,9 @@ class Launcher:
 
     def __init__(self, fn):
         self.fn = fn
-        # (device index, constexprs, warps, specialization) -> (CompiledKernel, stream getter,
-        # constexpr values),
+        # (device index, constexprs, warps, specialization) -> (the compiled kernel's launcher,
+        # stream getter, its arguments between the stream and the kernel's (function, packed
+        # metadata, three None), constexpr values),
         # or False where the launcher does not take the arguments
         self.compiled = {}
 
@@ -253,14 +254,8 @@ class Launcher:
         `lowered_args`: what lowered(args) gives, where the caller has it at hand.
         `specialization`: whatever else makes Triton compile the kernel anew (the dtype of a
         tensor whose dtype varies), part of the cache key with the constexprs and the warps."""
-        raw, aligned = lowered_args or lowered(args)
-        key = (device_index, constexprs, num_warps, specialization)
-        entry = self.compiled.get(key)
-        if entry and aligned and not hooks_installed():
-            compiled, stream_of, values = entry
-            run, head = compiled.run, (*grid, stream_of(device_index), compiled.function, compiled.packed_metadata)
-            return lambda: run(*head, None, None, None, *raw, *values)
-        return lambda: self._through_triton(grid, args, constexprs, num_warps, key, raw, aligned)
+        run, run_args = self._launch_call(grid, args, constexprs, num_warps, device_index, lowered_args, specialization)
+        return lambda: run(*run_args)
 
     def prepare_by_name(self, grid, args, constexprs, num_warps, device_index):
         """prepare(...) with the arguments given by parameter name: `args` the runtime ones,
@@ -277,17 +272,21 @@ class Launcher:
         return self.prepare(grid, ordered, pairs, num_warps, device_index, specialization=dtypes)
 
     def launch(self, grid, args, constexprs, num_warps, device_index, lowered_args=None, specialization=()):
-        """prepare(...)() with nothing made in between, for a call of one launch (the same
-        steps, inline: this is the whole host path of a small call)."""
+        """prepare(...)() with nothing made in between, for a call of one launch (no function
+        is built: this is the whole host path of a small call)."""
+        run, run_args = self._launch_call(grid, args, constexprs, num_warps, device_index, lowered_args, specialization)
+        run(*run_args)
+
+    def _launch_call(self, grid, args, constexprs, num_warps, device_index, lowered_args, specialization):
+        """(function, its arguments) that make prepare's launch: the compiled kernel's launcher
+        and raw arguments where the direct path is valid, else _through_triton and its."""
         raw, aligned = lowered_args or lowered(args)
         key = (device_index, constexprs, num_warps, specialization)
         entry = self.compiled.get(key)
         if entry and aligned and not hooks_installed():
-            compiled, stream_of, values = entry
-            compiled.run(*grid, stream_of(device_index), compiled.function, compiled.packed_metadata, None, None, None,
-                         *raw, *values)
-        else:
-            self._through_triton(grid, args, constexprs, num_warps, key, raw, aligned)
+            run, stream_of, head, values = entry
+            return run, (*grid, stream_of(device_index), *head, *raw, *values)
+        return self._through_triton, (grid, args, constexprs, num_warps, key, raw, aligned)
 
     def _through_triton(self, grid, args, constexprs, num_warps, key, raw, aligned):
         """Launch through Triton; after the first launch of a configuration, keep its compiled
@@ -296,7 +295,8 @@ class Launcher:
         if key not in self.compiled and aligned and not INTERPRETED:
             values = tuple(value for _, value in constexprs)
             stream_of = _direct_stream(compiled, key[0], (*raw, *values))
-            self.compiled[key] = stream_of and (compiled, stream_of, values)
+            head = (compiled.function, compiled.packed_metadata, None, None, None)
+            self.compiled[key] = stream_of and (compiled.run, stream_of, head, values)
 
 
 def _direct_stream(compiled, device_index, args):
