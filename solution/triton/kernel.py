@@ -28,8 +28,8 @@ import triton
 import triton.language as tl
 
 from .shared import (HEAD_SIZE, NUM_Q_HEADS, NUM_V_HEADS, Launcher, LaunchRow, delta_rule_step, expect, expect_all,
-                     expect_indices, expect_pool, expect_rank, expect_write_indices, expected_specs, gates,
-                     launch_config, pool_slots, scale_value)
+                     expect_indices, expect_pool, expect_rank, expect_write_indices, expected_specs,
+                     launch_config, pool_slots, scale_value, step_gates)
 
 # Launch configuration per batch size, rows in increasing max_batch. Rewritten by
 # scripts/tune_launch.py --write from a sweep on a GPU.
@@ -60,9 +60,7 @@ def _gdn_decode_kernel(
     v = tl.load(v_ptr + bh * D + offs_v).to(tl.float32)
     qk = tl.sum(q * k, axis=0)
 
-    log_g, beta = gates(tl.load(A_log_ptr + head), tl.load(a_ptr + bh).to(tl.float32), tl.load(dt_bias_ptr + head),
-                        tl.load(b_ptr + bh).to(tl.float32))
-    g = tl.exp(log_g)
+    g, beta = step_gates(tl.load(A_log_ptr + head), tl.load(dt_bias_ptr + head), a_ptr, b_ptr, bh)
 
     if POOLED:  # state_ptr and new_state_ptr are the pool [pool_size, HV, D, D]: see pooled_decode
         read, write, reads, writes, fill = pool_slots(read_index_ptr, write_index_ptr, batch, pool_size)

@@ -32,8 +32,8 @@ import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
 from .kernel import ARG_NAMES, Q_DIMS, expected_arguments
-from .shared import (HEAD_SIZE, INTERPRETED, NUM_Q_HEADS, NUM_V_HEADS, delta_rule_step, expect_all, expect_rank, gates,
-                     scale_value)
+from .shared import (HEAD_SIZE, INTERPRETED, NUM_Q_HEADS, NUM_V_HEADS, delta_rule_step, expect_all, expect_rank,
+                     scale_value, step_gates)
 
 BLOCK_V = 32     # state rows per TMA tile (a [32, 128] f32 tile is 16 KiB)
 NUM_STAGES = 3   # tiles in flight in the pipelined loop
@@ -55,9 +55,7 @@ def _gdn_decode_tma_kernel(
     q = tl.load(q_ptr + qk_row * D + offs_k).to(tl.float32)
     k = tl.load(k_ptr + qk_row * D + offs_k).to(tl.float32)
     qk = tl.sum(q * k, axis=0)
-    log_g, beta = gates(tl.load(A_log_ptr + head), tl.load(a_ptr + bh).to(tl.float32), tl.load(dt_bias_ptr + head),
-                        tl.load(b_ptr + bh).to(tl.float32))
-    g = tl.exp(log_g)
+    g, beta = step_gates(tl.load(A_log_ptr + head), tl.load(dt_bias_ptr + head), a_ptr, b_ptr, bh)
 
     for tile in tl.range(0, D // BV, num_stages=STAGES):
         offs_v = tile * BV + tl.arange(0, BV)

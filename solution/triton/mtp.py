@@ -40,7 +40,7 @@ import triton
 import triton.language as tl
 
 from .shared import (HEAD_SIZE, NUM_Q_HEADS, NUM_V_HEADS, LaunchRow, delta_rule_step, expect, expect_indices,
-                     expect_pool, expect_rank, expected_specs, gates, launch_config, scale_value)
+                     expect_pool, expect_rank, expected_specs, launch_config, scale_value, step_gates)
 
 # Launch configuration per batch size, rows in increasing max_batch (decode's, not yet tuned
 # for T tokens per program: scripts/tune_launch.py --definition mtp --write, on a GPU).
@@ -87,9 +87,8 @@ def _gdn_mtp_kernel(
         q = tl.load(q_ptr + qk_row * D + offs_k).to(tl.float32)
         k = tl.load(k_ptr + qk_row * D + offs_k).to(tl.float32)
         v = tl.load(v_ptr + (row * HV + head) * D + offs_v).to(tl.float32)
-        log_g, beta = gates(A_log, tl.load(a_ptr + row * HV + head).to(tl.float32), dt_bias,
-                            tl.load(b_ptr + row * HV + head).to(tl.float32))
-        out, s = delta_rule_step(s, q, k, v, tl.exp(log_g), beta, scale, tl.sum(q * k, axis=0))
+        g, beta = step_gates(A_log, dt_bias, a_ptr, b_ptr, row * HV + head)
+        out, s = delta_rule_step(s, q, k, v, g, beta, scale, tl.sum(q * k, axis=0))
         out = tl.where(in_pool, out, fill)
         tl.store(out_ptr + (row * HV + head) * D + offs_v, out.to(out_ptr.dtype.element_ty))
         if HAS_STATES:

@@ -105,8 +105,18 @@ def gates(A_log, a, dt_bias, b):
         log g = -exp(A_log) * softplus(a + dt_bias)     the log of the decay gate g in (0, 1]
         beta  = sigmoid(b) = 1 / (1 + exp(-b))          the update gate
 
-    A step of the recurrence takes g = exp(log g); a chunk sums the logs over its tokens."""
+    A step of the recurrence takes g = exp(log g) (step_gates); a chunk sums the logs over its
+    tokens."""
     return -tl.exp(A_log) * softplus(a + dt_bias), 1.0 / (1.0 + tl.exp(-b))
+
+
+@triton.jit
+def step_gates(A_log, dt_bias, a_ptr, b_ptr, index):
+    """(g, beta) of one token and value head for a step of the recurrence: gates() of A_log and
+    dt_bias (float32, the head's, which the caller loads) and of a and b at `index` (bfloat16,
+    widened to float32), with g = exp(log g)."""
+    log_g, beta = gates(A_log, tl.load(a_ptr + index).to(tl.float32), dt_bias, tl.load(b_ptr + index).to(tl.float32))
+    return tl.exp(log_g), beta
 
 
 @triton.jit
