@@ -15,47 +15,17 @@ import pytest
 import torch
 
 from gdn_bench.algos import load_solution_file
-from gdn_bench.checking import worst_margin
 from gdn_bench.definitions.prefill.definition import PREFILL
-from gdn_bench.definitions.prefill.mix import STRESS, cu_seqlens_of, stressed
-from gdn_bench.definitions.prefill.reference import gdn_prefill
+from gdn_bench.definitions.prefill.mix import STRESS
 from gdn_bench.shapes import HEAD_SIZE as D
-from gdn_bench.shapes import NUM_Q_HEADS as HQ
 from gdn_bench.shapes import NUM_V_HEADS as HV
-from gdn_bench.shapes import output_scale
-from helpers import BF16_REL, DEVICE, SEED, run_and_check
+from helpers import DEVICE, SCALE_KINDS, SEED, call_and_check, draw_inputs, poisoned_outputs
 
 sub = load_solution_file(PREFILL.submission_entry(), "gdn_prefill_submission")
-REGIMES = ("typical", "softplus_large", "softplus_negative", "beta_saturated", "repeated_keys")
-SCALES = ("none", "zero", "float", "tensor", "numpy")
-# The kernels take float16 operands on the tensor cores, and Triton's interpreter computes a
-# float16 product exactly as they do (operands rounded to float16, products summed in
-# float32), so the CPU checks the same precision as a GPU: new_state within STATE_TOL
-# (normwise relative, per sequence) of the float64 reference, and the output within the
-# contest's tolerance (worst margin <= 1, |err| <= max(atol, rtol |ref|), 1e-2 each) against
-# float64 and against the definition's float32 reference. The interpreter truncates float32 to
-# bfloat16 where a GPU rounds to nearest (up to a whole unit in the last place instead of
-# half of one): on the CPU the margin leaves that extra half unit out (truncation_slack).
-STATE_TOL = 3e-3
-MARGIN = 1.0
-
-
-def truncation_slack(got: torch.Tensor) -> torch.Tensor:
-    """Half a bfloat16 unit in the last place of each element of `got` (float64) in Triton's
-    interpreter, which truncates to bfloat16 (a GPU rounds, so 0 there)."""
-    if DEVICE != "cpu":
-        return torch.zeros_like(got)
-    _, exponent = torch.frexp(got)  # |got| = m 2^e, m in [1/2, 1): a bfloat16 unit is 2^(e - 8)
-    return torch.ldexp(torch.ones_like(got), exponent - 9)
-
-
-def margin(got: torch.Tensor, want: torch.Tensor) -> float:
-    """worst_margin of got against want, less the interpreter's truncation (truncation_slack)."""
-    slack = truncation_slack(got)
-    return worst_margin(got - torch.sign(got - want) * torch.minimum(slack, (got - want).abs()), want)
-# Two paths of the kernel on the same call (token walk or chunked, spans or not) agree within
-# PATHS_AGREE (products rounded and summed in other orders); each is also checked against
-# float64 on its own.
+# Each call is checked against float64 by helpers.check_against_float64 (prefill's tolerances
+# there: STATE_TOL, MARGIN). Two paths of the kernel on the same call (token walk or chunked,
+# spans or not) agree within PATHS_AGREE (products rounded and summed in other orders); each is
+# also checked against float64 on its own.
 PATHS_AGREE = 1e-2
 
 
@@ -84,101 +54,6 @@ assert sum(len(lengths) for lengths, _ in CALLS) >= 100  # the table covers at l
 
 
 
-
-def draw_inputs(lengths, gen: torch.Generator, device: str, with_state: bool = True, first_regime: int = 0,
-                stress: str | None = None) -> dict:
-    """Fresh inputs: unit-norm keys (as the model gives them), q, v and state N(0, 1), A_log in
-    -6..3. Sequence n uses gate regime REGIMES[(first_regime + n) % 5] for all its tokens:
-    typical (N(0, 1) gates), softplus_large (a + dt_bias in 20..60, strong decay),
-    softplus_negative (in -60..-20, no decay), beta_saturated (|b| in 20..60),
-    repeated_keys (its tokens share two keys, the worst case for the triangular solve).
-    `stress` (one of gdn_bench's STRESS) instead draws every sequence typical and then puts
-    the call under that regime (stressed: weak decay, repeated keys with beta ~ 1, or keys
-    off the unit sphere)."""
-    total, count = sum(lengths), len(lengths)
-
-    def randn(*shape):
-        return torch.randn(*shape, generator=gen)
-
-    def uniform(lo, hi, *shape):
-        return lo + (hi - lo) * torch.rand(*shape, generator=gen)
-
-    k = randn(total, HQ, D)
-    A_log = uniform(-6.0, 3.0, HV)
-    A_log[0], A_log[-1] = -6.0, 3.0
-    dt_bias = randn(HV)
-    a, b = randn(total, HV), randn(total, HV)
-    start = 0
-    for n, length in enumerate(lengths):
-        rows = slice(start, start + length)
-        regime = REGIMES[(first_regime + n) % len(REGIMES)] if stress is None else "typical"
-        if regime == "softplus_large":
-            a[rows] = uniform(20.0, 60.0, length, HV) - dt_bias
-        elif regime == "softplus_negative":
-            a[rows] = uniform(-60.0, -20.0, length, HV) - dt_bias
-        elif regime == "beta_saturated":
-            b[rows] = uniform(20.0, 60.0, length, HV) * torch.where(torch.rand(length, HV, generator=gen) < 0.5, -1, 1)
-        elif regime == "repeated_keys" and length:
-            k[rows] = randn(2, HQ, D)[torch.randint(0, 2, (length,), generator=gen)]
-        start += length
-    inputs = dict(
-        q=randn(total, HQ, D).bfloat16(), k=(k / k.norm(dim=-1, keepdim=True)).bfloat16(),
-        v=randn(total, HV, D).bfloat16(), state=randn(count, HV, D, D) if with_state else None,
-        A_log=A_log, a=a.bfloat16(), dt_bias=dt_bias, b=b.bfloat16(), cu_seqlens=cu_seqlens_of(lengths),
-    )
-    if stress is not None:
-        inputs = stressed(inputs, stress, gen)
-    return {name: (t.to(device) if t is not None else None) for name, t in inputs.items()}
-
-
-def make_scale(kind: str, seed: int, device: str):
-    value = 0.05 + 0.2 * random.Random(seed).random()
-    return {"none": None, "zero": 0.0, "float": value, "tensor": torch.tensor(value, device=device),
-            "numpy": np.float32(value)}[kind]
-
-
-def poisoned_outputs(total: int, count: int, device: str):
-    return (torch.full((total, HV, D), float("nan"), dtype=torch.bfloat16, device=device),
-            torch.full((count, HV, D, D), float("nan"), dtype=torch.float32, device=device))
-
-
-def check_against_float64(inputs: dict, scale, output, new_state, what: str) -> None:
-    """Every element written; per sequence, new_state within STATE_TOL (normwise) of the float64
-    reference and exactly zero for an empty sequence; the output within MARGIN of the
-    contest's tolerance against float64 and against the definition's float32 reference."""
-    assert torch.isfinite(output).all(), f"{what}: output has unwritten or non-finite elements"
-    assert torch.isfinite(new_state).all(), f"{what}: new_state has unwritten or non-finite elements"
-    cpu = {n: (t.cpu() if isinstance(t, torch.Tensor) else t) for n, t in inputs.items()}
-    ref_out, ref_state = gdn_prefill(**cpu, scale=output_scale(scale), compute_dtype=torch.float64)
-    got_state = new_state.cpu().double()
-    lengths = cpu["cu_seqlens"].diff().tolist()
-    for n, length in enumerate(lengths):
-        if length == 0:
-            assert (got_state[n] == 0).all(), f"{what}: empty sequence {n} must end with a zero state"
-            continue
-        err = ((got_state[n] - ref_state[n]).norm() / ref_state[n].norm().clamp_min(1e-300)).item()
-        assert err < STATE_TOL, f"{what}: sequence {n} (length {length}) new_state relative error {err:.3e}"
-    got_out = output.cpu().double()
-    if not ref_out.numel():
-        return
-    exact = margin(got_out, ref_out)
-    assert exact <= MARGIN, f"{what}: output worst margin {exact:.3f} against float64"
-    contest = margin(got_out, gdn_prefill(**cpu, scale=output_scale(scale), compute_dtype=torch.float32)[0]
-                           .to(torch.bfloat16).double())
-    assert contest <= MARGIN, f"{what}: fails the contest's check (worst margin {contest:.3f})"
-
-
-def call_and_check(lengths, with_state, scale_kind, seed, device, what, in_place=False, first_regime=0, stress=None):
-    """The kernel on fresh inputs through helpers.run_and_check, against check_against_float64."""
-    inputs = draw_inputs(lengths, torch.Generator().manual_seed(seed), device, with_state, first_regime, stress)
-    scale = make_scale(scale_kind, seed, device)
-    return run_and_check(lambda output, new_state: sub.kernel(*inputs.values(), scale, output, new_state),
-                         inputs, poisoned_outputs(sum(lengths), len(lengths), device),
-                         lambda given, output, new_state, what: check_against_float64(given, scale, output, new_state,
-                                                                                      what),
-                         f"{what} lengths={lengths} state={with_state} scale={scale_kind} seed={seed}", in_place)
-
-
 def _call_id(index):
     lengths, with_state = CALLS[index]
     shown = ",".join(map(str, lengths)) if len(lengths) <= 5 else f"{len(lengths)} seqs, T={sum(lengths)}"
@@ -188,8 +63,8 @@ def _call_id(index):
 @pytest.mark.parametrize("index", range(len(CALLS)), ids=_call_id)
 def test_matches_float64_reference(index, device):
     lengths, with_state = CALLS[index]
-    call_and_check(lengths, with_state, SCALES[index % len(SCALES)], SEED + index, device, "prefill",
-                   first_regime=index)
+    call_and_check(sub.kernel, lengths, with_state, SCALE_KINDS[index % len(SCALE_KINDS)], SEED + index, device,
+                   "prefill", first_regime=index)
 
 
 @pytest.mark.parametrize("path", ("chunked", "spans"))
@@ -198,7 +73,7 @@ def test_stress_inputs(stress, path, device, monkeypatch):
     """The regimes where bfloat16 operands fail the contest's check, and keys that are not
     unit-norm, on both chunked paths: a long sequence and a short one after it."""
     _force_spans(monkeypatch, 1) if path == "spans" else _force_chunked(monkeypatch)
-    call_and_check([150, 40], True, "none", SEED + 1200 + STRESS.index(stress), device, f"{stress}, {path}",
+    call_and_check(sub.kernel, [150, 40], True, "none", SEED + 1200 + STRESS.index(stress), device, f"{stress}, {path}",
                    stress=stress)
 
 
@@ -227,7 +102,7 @@ def test_every_production_launch(name, device, monkeypatch, production_launches)
     _force_launch(monkeypatch, table, launch)
     _force_spans(monkeypatch, 1)
     row = list(PRODUCTION_LAUNCHES).index(name)
-    call_and_check([70, 0, 135], True, "none", SEED + 100 + row, device, name)
+    call_and_check(sub.kernel, [70, 0, 135], True, "none", SEED + 100 + row, device, name)
 
 
 def _force_spans(monkeypatch, span_blocks):
@@ -263,9 +138,9 @@ def test_spans_match_float64_reference(lengths, with_state, span_blocks, pieces,
     monkeypatch.setattr(sub, "SPAN_PIECES", pieces)
     assert sub._span_plan(sum(lengths), len(lengths))[1] > 1
     seed = SEED + 800 + sum(lengths)
-    spans = call_and_check(lengths, with_state, "float", seed, device, f"spans of {span_blocks} blocks")
+    spans = call_and_check(sub.kernel, lengths, with_state, "float", seed, device, f"spans of {span_blocks} blocks")
     monkeypatch.setattr(sub, "SPAN_PIECES", 0)
-    whole = call_and_check(lengths, with_state, "float", seed, device, "no spans")
+    whole = call_and_check(sub.kernel, lengths, with_state, "float", seed, device, "no spans")
     torch.testing.assert_close(spans[1], whole[1], rtol=PATHS_AGREE, atol=PATHS_AGREE)
     torch.testing.assert_close(spans[0].float(), whole[0].float(), rtol=2**-7, atol=PATHS_AGREE)
 
@@ -296,10 +171,10 @@ def test_span_plan():
 def test_in_place_state_update(device, monkeypatch):
     """new_state may be the state tensor itself: each program reads its tile before writing;
     with spans (span 0 reads what the last span writes, in one launch) the state is copied."""
-    call_and_check([20, 0, 45], True, "none", SEED + 300, device, "in place", in_place=True)
+    call_and_check(sub.kernel, [20, 0, 45], True, "none", SEED + 300, device, "in place", in_place=True)
     _force_spans(monkeypatch, 1)
     assert sub._span_plan(250, 3)[1] > 1
-    call_and_check([150, 0, 100], True, "none", SEED + 301, device, "in place, spans", in_place=True)
+    call_and_check(sub.kernel, [150, 0, 100], True, "none", SEED + 301, device, "in place, spans", in_place=True)
 
 
 def test_span_max_below_two_means_no_spans(monkeypatch):
@@ -310,8 +185,8 @@ def test_span_max_below_two_means_no_spans(monkeypatch):
 
 
 def test_two_calls_are_bit_identical(device):
-    first = call_and_check([37, 5, 64], True, "none", SEED + 400, device, "determinism")
-    second = call_and_check([37, 5, 64], True, "none", SEED + 400, device, "determinism")
+    first = call_and_check(sub.kernel, [37, 5, 64], True, "none", SEED + 400, device, "determinism")
+    second = call_and_check(sub.kernel, [37, 5, 64], True, "none", SEED + 400, device, "determinism")
     assert torch.equal(first[0].view(torch.int16), second[0].view(torch.int16))
     assert torch.equal(first[1], second[1])
 
@@ -337,12 +212,12 @@ def test_at_most_four_launches_all_prepared_first(device, monkeypatch):
     def expect(*kernels):
         assert events == [("prepare", k) for k in kernels] + [("launch", k) for k in kernels], events
         events.clear()
-    call_and_check([150, 3], True, "none", SEED + 500, device, "launch count")
+    call_and_check(sub.kernel, [150, 3], True, "none", SEED + 500, device, "launch count")
     expect("chunk_prep_kernel", "span_pass_kernel")
-    call_and_check([4, 0, 9, 10, 1], True, "none", SEED + 504, device, "launch count, token walk")
+    call_and_check(sub.kernel, [4, 0, 9, 10, 1], True, "none", SEED + 504, device, "launch count, token walk")
     expect("token_walk_kernel")
     _force_spans(monkeypatch, 1)
-    call_and_check([150, 100], True, "none", SEED + 501, device, "launch count, spans")
+    call_and_check(sub.kernel, [150, 100], True, "none", SEED + 501, device, "launch count, spans")
     expect("chunk_prep_kernel", "span_summary_kernel", "span_fixup_kernel", "span_pass_kernel")
 
 
@@ -351,7 +226,7 @@ def test_empty_call_on_the_chunked_path_still_runs_the_prep(device, monkeypatch)
     cu_seqlens flag that every starting state adds (uninitialized scratch otherwise)."""
     _force_chunked(monkeypatch)
     events = _record_launches(monkeypatch)
-    call_and_check([0, 0], True, "none", SEED + 520, device, "empty, chunked")
+    call_and_check(sub.kernel, [0, 0], True, "none", SEED + 520, device, "empty, chunked")
     assert ("launch", "chunk_prep_kernel") in events, events
 
 
@@ -360,9 +235,9 @@ def test_token_walk_agrees_with_the_chunked_path(lengths, device, monkeypatch):
     """A short call walks its tokens (_walks); forced through the chunked kernels it gives the
     same result up to float32 rounding (the two paths are each checked against float64)."""
     assert sub._walks(sum(lengths), len(lengths))
-    walked = call_and_check(lengths, True, "float", SEED + 700, device, "token walk")
+    walked = call_and_check(sub.kernel, lengths, True, "float", SEED + 700, device, "token walk")
     _force_chunked(monkeypatch)
-    chunked = call_and_check(lengths, True, "float", SEED + 700, device, "token walk's call, chunked path")
+    chunked = call_and_check(sub.kernel, lengths, True, "float", SEED + 700, device, "token walk's call, chunked path")
     torch.testing.assert_close(walked[1], chunked[1], rtol=PATHS_AGREE, atol=PATHS_AGREE)
     torch.testing.assert_close(walked[0].float(), chunked[0].float(), rtol=2**-7, atol=PATHS_AGREE)
 
@@ -385,7 +260,8 @@ def test_every_production_walk_launch(row, device, monkeypatch, production_launc
     programs' worth in the interpreter)."""
     for arch in sub.WALK_TABLE:
         monkeypatch.setitem(sub.WALK_TABLE, arch, (sub.WalkRow(None, None, PRODUCTION_WALKS[row]),))
-    call_and_check([2] if DEVICE == "cpu" else [9, 0, 3, 1], True, "float", SEED + 950 + row, device, f"walk row {row}")
+    call_and_check(sub.kernel, [2] if DEVICE == "cpu" else [9, 0, 3, 1], True, "float", SEED + 950 + row, device,
+                   f"walk row {row}")
 
 
 @pytest.mark.parametrize("lengths, with_state", SHORT_CASES, ids=lambda x: f"T={sum(x)},N={len(x)}" if isinstance(x, list) else str(x))
@@ -394,7 +270,8 @@ def test_short_calls_match_float64_reference(lengths, with_state, device):
     total, count = sum(lengths), len(lengths)
     walks = total <= W or total <= M * count
     assert sub._walks(total, count) == walks
-    call_and_check(lengths, with_state, "tensor", SEED + 900 + total, device, "token walk" if walks else "chunked")
+    call_and_check(sub.kernel, lengths, with_state, "tensor", SEED + 900 + total, device,
+                   "token walk" if walks else "chunked")
 
 
 MALFORMED = {  # cu_seqlens for T = 72 (valid: [0, 40, 70, 72] or [0, 72]; three blocks)
@@ -449,7 +326,7 @@ def test_repeated_cu_seqlens_values_are_empty_sequences(path, device, monkeypatc
     """Equal neighbours in cu_seqlens are empty sequences, not malformed: no NaN anywhere."""
     if path != "token walk":
         _force_spans(monkeypatch, 1) if path == "spans" else _force_chunked(monkeypatch)
-    call_and_check([0, 5, 0, 0, 6, 0], True, "none", SEED + 1100, device, f"repeated values, {path}")
+    call_and_check(sub.kernel, [0, 5, 0, 0, 6, 0], True, "none", SEED + 1100, device, f"repeated values, {path}")
 
 
 @pytest.mark.parametrize("kind, message", [
@@ -476,7 +353,7 @@ def test_no_host_synchronization_and_no_recompilation(device):
     """The whole call is captured into a CUDA graph (any host synchronization inside it would
     fail the capture), and new lengths compile at most one new configuration per kernel."""
     inputs = draw_inputs([300, 20], torch.Generator().manual_seed(SEED), device)
-    output, new_state = poisoned_outputs(320, 2, device)
+    output, new_state = poisoned_outputs([300, 20], device)
     scale = torch.tensor(0.1, device=device)
     sub.kernel(*inputs.values(), scale, output, new_state)  # compile, warm up
     graph = torch.cuda.CUDAGraph()
@@ -486,7 +363,7 @@ def test_no_host_synchronization_and_no_recompilation(device):
     compiled = [len(k.device_caches[torch.cuda.current_device()][0]) for k in kernels]
     for lengths in ([1], [77], [5, 9, 0, 200], [33, 33, 33]):
         x = draw_inputs(lengths, torch.Generator().manual_seed(SEED + 1), device)
-        out, state = poisoned_outputs(sum(lengths), len(lengths), device)
+        out, state = poisoned_outputs(lengths, device)
         sub.kernel(*x.values(), None, out, state)
     after = [len(k.device_caches[torch.cuda.current_device()][0]) for k in kernels]
     # at most one new configuration each: the prep's one-sequence path, the walk (first use)
@@ -499,7 +376,7 @@ def test_scale_kinds_agree(device):
     inputs = draw_inputs([9, 30], torch.Generator().manual_seed(SEED + 600), device)
     results = []
     for scale in (None, 0.0, 1 / math.sqrt(D), np.float64(1 / math.sqrt(D)), torch.tensor(1 / math.sqrt(D), device=device)):
-        output, new_state = poisoned_outputs(39, 2, device)
+        output, new_state = poisoned_outputs([9, 30], device)
         sub.kernel(*inputs.values(), scale, output, new_state)
         results.append(output.float().cpu())
     for other in results[1:]:

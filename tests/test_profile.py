@@ -4,6 +4,7 @@ Chrome trace. The ncu and Proton samples under tests/data/profile are synthetic 
 README there); the profiling itself needs a GPU."""
 
 import json
+import re
 import sys
 
 import pytest
@@ -26,6 +27,16 @@ REAL_PROTON = DATA / "proton_prefill_T8192_N1_h100.hatchet"
 def _target(argv):
     parser = profiling.build_parser(ROOT)
     return profiling.target_from_args(parser, parser.parse_args(argv))
+
+
+def test_synthetic_samples_name_the_submission_s_kernels():
+    """The synthetic samples (and this file's trace) name kernels that solution/triton defines."""
+    sources = "".join(path.read_text() for path in (ROOT / "solution" / "triton").glob("*.py"))
+    defined = set(re.findall(r"^def (\w+_kernel)\(", sources, re.MULTILINE))
+    named = {k.name for sample in (NCU_RAW, NCU_DETAILS) for k in ncu_summary.parse_csv(sample.read_text())}
+    named |= {h.function for h in proton_lines.hot_lines(json.loads(PROTON.read_text()), ".")}
+    named |= {event["name"] for event in _trace()["traceEvents"] if event["name"].endswith("_kernel")}
+    assert named and named <= defined, sorted(named - defined)
 
 
 # --- arguments -------------------------------------------------------------------------------
@@ -143,10 +154,10 @@ def test_ncu_failures_are_one_line():
 
 
 def test_ncu_command_profiles_only_the_bracketed_call():
-    command = ncu_summary.profile_command("ncu", DATA / "r", "chunk|state", ("SpeedOfLight", "Occupancy"),
+    command = ncu_summary.profile_command("ncu", DATA / "r", "chunk|summary", ("SpeedOfLight", "Occupancy"),
                                           ["--clock-control", "none"], ["python", "profile.py"])
     text = " ".join(command)
-    assert "--profile-from-start off" in text and "--kernel-name regex:chunk|state" in text
+    assert "--profile-from-start off" in text and "--kernel-name regex:chunk|summary" in text
     assert "--section SpeedOfLight --section Occupancy --clock-control none python profile.py" in text
     report = DATA / "r.ncu-rep"
     assert ncu_summary.export_command("ncu", report) == ["ncu", "--import", str(report), "--page", "raw", "--csv",
@@ -157,16 +168,16 @@ def test_ncu_command_profiles_only_the_bracketed_call():
 
 def test_raw_page_summary():
     kernels = ncu_summary.parse_csv(NCU_RAW.read_text())
-    assert [k.name for k in kernels] == ["_chunk_prep_kernel", "_state_pass_kernel", "_output_kernel"]
-    prep, state, _ = (ncu_summary.summarize(k) for k in kernels)
-    assert state.duration_us == pytest.approx(61.472) and state.dram_pct == pytest.approx(2.06)
-    assert state.l2_pct == pytest.approx(3.44) and state.occupancy_pct == pytest.approx(6.21)
-    assert state.registers == 168 and state.grid == "(1, 8, 4)"
+    assert [k.name for k in kernels] == ["_chunk_prep_kernel", "_span_summary_kernel", "_span_pass_kernel"]
+    prep, summary, _ = (ncu_summary.summarize(k) for k in kernels)
+    assert summary.duration_us == pytest.approx(61.472) and summary.dram_pct == pytest.approx(2.06)
+    assert summary.l2_pct == pytest.approx(3.44) and summary.occupancy_pct == pytest.approx(6.21)
+    assert summary.registers == 168 and summary.grid == "(1, 8, 4)"
     assert prep.tensor_pct == pytest.approx(14.71)  # the highest tensor-pipe metric; "n/a" ignored
-    reasons = [r for r, _ in state.stalls]
+    reasons = [r for r, _ in summary.stalls]
     assert reasons[:3] == ["long_scoreboard", "barrier", "wait"] and "selected" not in reasons
-    assert sum(share for _, share in state.stalls) == pytest.approx(1.0)
-    assert state.stalls[0][1] == pytest.approx(9.84 / 21.82)
+    assert sum(share for _, share in summary.stalls) == pytest.approx(1.0)
+    assert summary.stalls[0][1] == pytest.approx(9.84 / 21.82)
 
 
 def test_real_raw_page_summary():
@@ -220,7 +231,7 @@ def test_parser_refuses_what_it_cannot_read():
 def test_hot_lines_share_of_samples():
     lines = proton_lines.hot_lines(json.loads(PROTON.read_text()), ".")
     total = sum(h.samples for h in lines)
-    assert total == 12100 and [h.function for h in lines[:3]] == ["_state_pass_kernel"] * 2 + ["_output_kernel"]
+    assert total == 12100 and [h.function for h in lines[:3]] == ["_span_summary_kernel"] * 2 + ["_span_pass_kernel"]
     top = lines[0]
     assert (top.line, top.samples, top.top_stall) == (341, 3212, "long_scoreboard")
     assert top.share == pytest.approx(3212 / 12100)
@@ -239,10 +250,10 @@ def test_real_hot_lines():
 
 
 def test_hot_lines_of_one_kernel_and_none():
-    lines = proton_lines.hot_lines(json.loads(PROTON.read_text()), "state_pass")
-    assert {h.function for h in lines} == {"_state_pass_kernel"} and sum(h.share for h in lines) == pytest.approx(1)
+    lines = proton_lines.hot_lines(json.loads(PROTON.read_text()), "span_summary")
+    assert {h.function for h in lines} == {"_span_summary_kernel"} and sum(h.share for h in lines) == pytest.approx(1)
     with pytest.raises(proton_lines.ProtonError, match="no PC samples .* 'nothing'; kernels sampled: "
-                                                       "_chunk_prep_kernel, _output_kernel, _state_pass_kernel"):
+                                                       "_chunk_prep_kernel, _span_pass_kernel, _span_summary_kernel"):
         proton_lines.hot_lines(json.loads(PROTON.read_text()), "nothing")
 
 
@@ -277,8 +288,8 @@ def _trace():
               {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 2.0, "dur": 3.0}]
     for call, t in enumerate((100.0, 200.0, 300.0, 400.0)):
         events.append(_kernel(FLUSH, t, 40.0, grid=(2048, 1, 1), regs=16, smem=0))
-        events += [_kernel("_chunk_prep_kernel", t + 50, 10.0 + call), _kernel("_state_pass_kernel", t + 62, 20.0),
-                   _kernel("_output_kernel", t + 84, 8.0 + call)]
+        events += [_kernel("_chunk_prep_kernel", t + 50, 10.0 + call), _kernel("_span_summary_kernel", t + 62, 20.0),
+                   _kernel("_span_pass_kernel", t + 84, 8.0 + call)]
         if call == 3:
             events.append({"ph": "X", "cat": "gpu_memset", "name": "Memset (Device)", "ts": t + 95, "dur": 1.0,
                            "args": {"device": 0}})
@@ -291,7 +302,7 @@ def test_breakdown_of_a_trace():
     rows, span, kept, dropped = kernel_breakdown.summarize(calls)
     assert (kept, dropped) == (3, 1)  # the call with a memset launched another sequence
     assert [(r.index, r.name, r.median_us) for r in rows] == [
-        (1, "_chunk_prep_kernel", 11.0), (2, "_state_pass_kernel", 20.0), (3, "_output_kernel", 9.0)]
+        (1, "_chunk_prep_kernel", 11.0), (2, "_span_summary_kernel", 20.0), (3, "_span_pass_kernel", 9.0)]
     assert rows[0].grid == (256, 8, 1) and rows[0].registers == 128 and rows[0].shared_bytes == 33792
     assert span == 43.0  # 50 → 84 + 9 for the median call
 
@@ -340,12 +351,12 @@ def _run_ncu(tmp_path, argv=()):
 
 def test_ncu_mode_keeps_report_csv_summary_and_log(fake_ncu, tmp_path, capsys):
     fake_ncu.setenv("NCU_SAYS", "==PROF== Disconnected from process 1\\n")
-    written = _run_ncu(tmp_path, ["--kernel", "state", "--ncu-args", "--clock-control none"])
+    written = _run_ncu(tmp_path, ["--kernel", "summary", "--ncu-args", "--clock-control none"])
     assert [p.name for p in written] == [f"prefill-triton-chunked-T8192-N1_ncu.{e}" for e in ("ncu-rep", "csv", "txt",
                                                                                               "log")]
     out = capsys.readouterr().out
-    assert "--kernel-name regex:state" in out and "--clock-control none" in out and "--under-ncu" in out
-    assert "prefill triton-chunked T=8192 N=1 | GPU: a GPU" in out and "_state_pass_kernel" in out
+    assert "--kernel-name regex:summary" in out and "--clock-control none" in out and "--under-ncu" in out
+    assert "prefill triton-chunked T=8192 N=1 | GPU: a GPU" in out and "_span_summary_kernel" in out
     assert written[1].read_text() == NCU_RAW.read_text()
 
 

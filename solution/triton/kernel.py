@@ -24,13 +24,12 @@ file) are imported: the official evaluator has nothing else.
 import functools
 import operator
 
-import torch
 import triton
 import triton.language as tl
 
 from .shared import (HEAD_SIZE, NUM_Q_HEADS, NUM_V_HEADS, Launcher, LaunchRow, delta_rule_step, expect, expect_all,
-                     expect_indices, expect_pool, expect_write_indices, launch_config, pool_slots, scale_value,
-                     softplus)
+                     expect_indices, expect_pool, expect_rank, expect_write_indices, expected_specs,
+                     launch_config, pool_slots, scale_value, step_gates)
 
 # Launch configuration per batch size, rows in increasing max_batch. Rewritten by
 # scripts/tune_launch.py --write from a sweep on a GPU.
@@ -59,10 +58,9 @@ def _gdn_decode_kernel(
     q = tl.load(q_ptr + qk_row * D + offs_k).to(tl.float32)
     k = tl.load(k_ptr + qk_row * D + offs_k).to(tl.float32)
     v = tl.load(v_ptr + bh * D + offs_v).to(tl.float32)
+    qk = tl.sum(q * k, axis=0)
 
-    x = tl.load(a_ptr + bh).to(tl.float32) + tl.load(dt_bias_ptr + head)
-    g = tl.exp(-tl.exp(tl.load(A_log_ptr + head)) * softplus(x))
-    beta = 1.0 / (1.0 + tl.exp(-tl.load(b_ptr + bh).to(tl.float32)))
+    g, beta = step_gates(tl.load(A_log_ptr + head), tl.load(dt_bias_ptr + head), a_ptr, b_ptr, bh)
 
     if POOLED:  # state_ptr and new_state_ptr are the pool [pool_size, HV, D, D]: see pooled_decode
         read, write, reads, writes, fill = pool_slots(read_index_ptr, write_index_ptr, batch, pool_size)
@@ -72,17 +70,17 @@ def _gdn_decode_kernel(
         read_mask = offs_v[:, None] < tl.where(reads, D, 0)
         write_mask = offs_v[:, None] < tl.where(writes, D, 0)
         s = tl.load(state_ptr + (read * HV + head) * (D * D) + tile_offs, mask=read_mask, other=0.0)
-        out, s_new = delta_rule_step(s, q, k, v, g, beta, scale)
+        out, s_new = delta_rule_step(s, q, k, v, g, beta, scale, qk)
         tl.store(new_state_ptr + (write * HV + head) * (D * D) + tile_offs, s_new, mask=write_mask)
         out = tl.where(reads, out, fill)
     else:
         s_offs = bh.to(tl.int64) * (D * D) + offs_v[:, None] * D + offs_k[None, :]
         if HAS_STATE:
             s = tl.load(state_ptr + s_offs)
-            out, s_new = delta_rule_step(s, q, k, v, g, beta, scale)
+            out, s_new = delta_rule_step(s, q, k, v, g, beta, scale, qk)
         else:
             delta = beta * v
-            out = scale * tl.sum(q * k, axis=0) * delta
+            out = scale * qk * delta
             s_new = delta[:, None] * k[None, :]
         tl.store(new_state_ptr + s_offs, s_new)
     tl.store(out_ptr + bh * D + offs_v, out.to(out_ptr.dtype.element_ty))
@@ -96,18 +94,14 @@ def _gdn_decode_kernel(
 # a configuration skip Triton's per-call binding (shared.Launcher).
 
 ARG_NAMES = ("q", "k", "v", "state", "A_log", "a", "dt_bias", "b", "output", "new_state")
+Q_DIMS = ("B", 1, NUM_Q_HEADS, HEAD_SIZE)  # q's layout, for expect_rank
 _STATE = ARG_NAMES.index("state")
 _launcher = Launcher(_gdn_decode_kernel)
 
 
 def expected_arguments(batch):
     """(shape, dtype) of each argument in ARG_NAMES order at batch size `batch`."""
-    bf16, f32 = torch.bfloat16, torch.float32
-    qk, heads = (batch, 1, NUM_Q_HEADS, HEAD_SIZE), (batch, 1, NUM_V_HEADS)
-    state = (batch, NUM_V_HEADS, HEAD_SIZE, HEAD_SIZE)
-    specs = ((qk, bf16), (qk, bf16), (heads + (HEAD_SIZE,), bf16), (state, f32), ((NUM_V_HEADS,), f32),
-             (heads, bf16), ((NUM_V_HEADS,), f32), (heads, bf16), (heads + (HEAD_SIZE,), bf16), (state, f32))
-    return tuple((torch.Size(shape), dtype) for shape, dtype in specs)
+    return expected_specs(ARG_NAMES, (batch, 1), batch)
 
 
 def _constexprs(has_state, pooled, block_v):
@@ -151,10 +145,7 @@ def kernel(q, k, v, state, A_log, a, dt_bias, b, scale, output, new_state):
 
     Launches exactly one kernel. Raises ValueError naming the first bad argument.
     """
-    if not isinstance(q, torch.Tensor) or q.dim() != 4:
-        got = f"shape {list(q.shape)}" if isinstance(q, torch.Tensor) else type(q).__name__
-        raise ValueError(f"q: expected a [B, 1, {NUM_Q_HEADS}, {HEAD_SIZE}] tensor, got {got}")
-    batch, device = q.shape[0], q.device
+    batch, device = expect_rank("q", q, Q_DIMS)[0], q.device
     tensors = (q, k, v, state, A_log, a, dt_bias, b, output, new_state)
     expected, grid, constexprs, num_warps = _plan(batch, state is not None, LAUNCH_TABLE)
     ptrs = _pointers(tensors, expected, device)
@@ -190,10 +181,7 @@ def pooled_decode(q, k, v, state_pool, read_indices, A_log, a, dt_bias, b, scale
     capture it (with scale a number: a tensor scale is read on the host). Raises ValueError
     naming the first bad argument.
     """
-    if not isinstance(q, torch.Tensor) or q.dim() != 4:
-        got = f"shape {list(q.shape)}" if isinstance(q, torch.Tensor) else type(q).__name__
-        raise ValueError(f"q: expected a [B, 1, {NUM_Q_HEADS}, {HEAD_SIZE}] tensor, got {got}")
-    batch, device = q.shape[0], q.device
+    batch, device = expect_rank("q", q, Q_DIMS)[0], q.device
     expected = expected_arguments(batch)
     for name, t, index in (("q", q, 0), ("k", k, 1), ("v", v, 2)):
         expect(name, t, *expected[index], device)

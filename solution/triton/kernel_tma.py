@@ -1,14 +1,9 @@
 """Gated Delta Net decode step, "fla-tma": Triton with TMA tensor descriptors (sm_90+).
 
-Definition ``gdn_decode_qk4_v8_d128_k_last`` (Qwen3-Next linear attention, TP=4).
-For every batch row b and value head h (query/key head hq = h // 2), with D = 128:
-
-    g      = exp(-exp(A_log[h]) * softplus(a[b,h] + dt_bias[h]))       decay gate
-    beta   = sigmoid(b[b,h])                                           update gate
-    S      = state[b,h]                                (D_v x D_k, K contiguous: "K-last")
-    delta  = beta * (v[b,h] - g * (S @ k[b,hq]))                       (D_v,)
-    S'     = g * S + outer(delta, k[b,hq])                             new_state[b,h]
-    out    = scale * (S' @ q[b,hq]) = scale * (g * (S @ q) + (k . q) * delta)
+Definition ``gdn_decode_qk4_v8_d128_k_last`` (Qwen3-Next linear attention, TP=4), the math of
+kernel.py's docstring: for every batch row b and value head h, the gates g and beta of token
+(b, h) (shared.gates) and one delta-rule step on S = state[b,h] (shared.delta_rule_step) give
+new_state[b,h] = S' and out[b,h] = scale * (S' @ q[b,hq]).
 
 One program per (b, h) computes q, k, q . k and both gates once, then loops over the D / BV
 row tiles of that head's state. Each [BV, D] tile moves between global and shared memory
@@ -36,8 +31,9 @@ import triton
 import triton.language as tl
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from .kernel import ARG_NAMES, expected_arguments
-from .shared import HEAD_SIZE, INTERPRETED, NUM_Q_HEADS, NUM_V_HEADS, expect_all, scale_value, softplus
+from .kernel import ARG_NAMES, Q_DIMS, expected_arguments
+from .shared import (HEAD_SIZE, INTERPRETED, NUM_Q_HEADS, NUM_V_HEADS, delta_rule_step, expect_all, expect_rank,
+                     scale_value, step_gates)
 
 BLOCK_V = 32     # state rows per TMA tile (a [32, 128] f32 tile is 16 KiB)
 NUM_STAGES = 3   # tiles in flight in the pipelined loop
@@ -59,9 +55,7 @@ def _gdn_decode_tma_kernel(
     q = tl.load(q_ptr + qk_row * D + offs_k).to(tl.float32)
     k = tl.load(k_ptr + qk_row * D + offs_k).to(tl.float32)
     qk = tl.sum(q * k, axis=0)
-    x = tl.load(a_ptr + bh).to(tl.float32) + tl.load(dt_bias_ptr + head)
-    g = tl.exp(-tl.exp(tl.load(A_log_ptr + head)) * softplus(x))
-    beta = 1.0 / (1.0 + tl.exp(-tl.load(b_ptr + bh).to(tl.float32)))
+    g, beta = step_gates(tl.load(A_log_ptr + head), tl.load(dt_bias_ptr + head), a_ptr, b_ptr, bh)
 
     for tile in tl.range(0, D // BV, num_stages=STAGES):
         offs_v = tile * BV + tl.arange(0, BV)
@@ -71,9 +65,8 @@ def _gdn_decode_tma_kernel(
         else:
             s = tl.zeros((BV, D), dtype=tl.float32)
         v = tl.load(v_ptr + bh * D + offs_v).to(tl.float32)
-        delta = beta * (v - g * tl.sum(s * k[None, :], axis=1))
-        out = scale * (g * tl.sum(s * q[None, :], axis=1) + qk * delta)
-        new_state_desc.store([row, 0], g * s + delta[:, None] * k[None, :])
+        out, s_new = delta_rule_step(s, q, k, v, g, beta, scale, qk)
+        new_state_desc.store([row, 0], s_new)
         tl.store(out_ptr + bh * D + offs_v, out.to(out_ptr.dtype.element_ty))
 
 
@@ -103,10 +96,7 @@ def kernel(q, k, v, state, A_log, a, dt_bias, b, scale, output, new_state):
     Launches exactly one kernel. Raises ValueError naming the first bad argument, and
     RuntimeError where TMA is not available (see _require_tma).
     """
-    if not isinstance(q, torch.Tensor) or q.dim() != 4:
-        got = f"shape {list(q.shape)}" if isinstance(q, torch.Tensor) else type(q).__name__
-        raise ValueError(f"q: expected a [B, 1, {NUM_Q_HEADS}, {HEAD_SIZE}] tensor, got {got}")
-    batch, device = q.shape[0], q.device
+    batch, device = expect_rank("q", q, Q_DIMS)[0], q.device
     tensors = (q, k, v, state, A_log, a, dt_bias, b, output, new_state)
     expect_all(ARG_NAMES, tensors, expected_arguments(batch), device)
     scale = scale_value(scale)

@@ -40,7 +40,7 @@ import triton
 import triton.language as tl
 
 from .shared import (HEAD_SIZE, NUM_Q_HEADS, NUM_V_HEADS, LaunchRow, delta_rule_step, expect, expect_indices,
-                     expect_pool, launch_config, scale_value, softplus)
+                     expect_pool, expect_rank, expected_specs, launch_config, scale_value, step_gates)
 
 # Launch configuration per batch size, rows in increasing max_batch (decode's, not yet tuned
 # for T tokens per program: scripts/tune_launch.py --definition mtp --write, on a GPU).
@@ -79,7 +79,7 @@ def _gdn_mtp_kernel(
     tile_mask = offs_v[:, None] < tl.where(in_pool, D, 0)
     s = tl.load(pool_ptr + (slot * HV + head) * (D * D) + tile_offs, mask=tile_mask, other=0.0)
 
-    decay_rate = tl.exp(tl.load(A_log_ptr + head))
+    A_log = tl.load(A_log_ptr + head)
     dt_bias = tl.load(dt_bias_ptr + head)
     for t in tl.static_range(T):
         row = batch * T + t          # the token's row of [B * T]
@@ -87,10 +87,8 @@ def _gdn_mtp_kernel(
         q = tl.load(q_ptr + qk_row * D + offs_k).to(tl.float32)
         k = tl.load(k_ptr + qk_row * D + offs_k).to(tl.float32)
         v = tl.load(v_ptr + (row * HV + head) * D + offs_v).to(tl.float32)
-        x = tl.load(a_ptr + row * HV + head).to(tl.float32) + dt_bias
-        g = tl.exp(-decay_rate * softplus(x))
-        beta = 1.0 / (1.0 + tl.exp(-tl.load(b_ptr + row * HV + head).to(tl.float32)))
-        out, s = delta_rule_step(s, q, k, v, g, beta, scale)
+        g, beta = step_gates(A_log, dt_bias, a_ptr, b_ptr, row * HV + head)
+        out, s = delta_rule_step(s, q, k, v, g, beta, scale, tl.sum(q * k, axis=0))
         out = tl.where(in_pool, out, fill)
         tl.store(out_ptr + (row * HV + head) * D + offs_v, out.to(out_ptr.dtype.element_ty))
         if HAS_STATES:
@@ -99,24 +97,21 @@ def _gdn_mtp_kernel(
 
 # --- Host side: checks, configuration, launch --------------------------------------------
 
+_NAMES = ("q", "k", "v", "A_log", "a", "dt_bias", "b", "output")  # the arguments expected_specs checks
+
+
 def _expected(batch, steps):
-    """(shape, dtype) of q, k, v, A_log, a, dt_bias, b and output for `batch` rows of `steps` tokens."""
-    bf16, f32 = torch.bfloat16, torch.float32
-    qk, heads = (batch, steps, NUM_Q_HEADS, HEAD_SIZE), (batch, steps, NUM_V_HEADS)
-    specs = ((qk, bf16), (qk, bf16), (heads + (HEAD_SIZE,), bf16), ((NUM_V_HEADS,), f32), (heads, bf16),
-             ((NUM_V_HEADS,), f32), (heads, bf16), (heads + (HEAD_SIZE,), bf16))
-    return tuple((torch.Size(shape), dtype) for shape, dtype in specs)
+    """{name: (shape, dtype)} of q, k, v, A_log, a, dt_bias, b and output for `batch` rows of
+    `steps` tokens."""
+    return dict(zip(_NAMES, expected_specs(_NAMES, (batch, steps), batch)))
 
 
 def _check_inputs(q, k, v, pool, indices, A_log, a, dt_bias, b, scale, states, names):
     """(batch, steps, pool size, scale as a float) once every input checks, in call order;
     else ValueError naming the first bad one (`names`: the call's own names of the pool, the
     indices and the buffer of states, which may be None)."""
-    if not isinstance(q, torch.Tensor) or q.dim() != 4:
-        got = f"shape {list(q.shape)}" if isinstance(q, torch.Tensor) else type(q).__name__
-        raise ValueError(f"q: expected a [B, T, {NUM_Q_HEADS}, {HEAD_SIZE}] tensor, got {got}")
-    (batch, steps), device = q.shape[:2], q.device
-    expected = dict(zip(("q", "k", "v", "A_log", "a", "dt_bias", "b", "output"), _expected(batch, steps)))
+    (batch, steps), device = expect_rank("q", q, ("B", "T", NUM_Q_HEADS, HEAD_SIZE))[:2], q.device
+    expected = _expected(batch, steps)
     for name, t in (("q", q), ("k", k), ("v", v)):
         expect(name, t, *expected[name], device)
     pool_size = expect_pool(names[0], pool, device)
@@ -157,7 +152,7 @@ def kernel(q, k, v, initial_state, initial_state_indices, A_log, a, dt_bias, b, 
     """
     inputs = (q, k, v, initial_state, initial_state_indices, A_log, a, dt_bias, b)
     batch, steps, pool_size, scale = _check_inputs(*inputs, scale, intermediate_states_buffer, _DEFINITION_NAMES)
-    expect("output", output, *_expected(batch, steps)[-1], q.device)
+    expect("output", output, *_expected(batch, steps)["output"], q.device)
     expect("final_state", final_state, initial_state.shape, torch.float32, q.device)
     final_state.copy_(initial_state)
     _launch(*inputs, scale, intermediate_states_buffer, output, pool_size, negative_wraps=True)
@@ -169,7 +164,7 @@ def run(q, k, v, initial_state, initial_state_indices, A_log, a, dt_bias, b, sca
     output is allocated here."""
     inputs = (q, k, v, initial_state, initial_state_indices, A_log, a, dt_bias, b)
     batch, steps, pool_size, scale = _check_inputs(*inputs, scale, intermediate_states_buffer, _DEFINITION_NAMES)
-    output = torch.empty(_expected(batch, steps)[-1][0], dtype=torch.bfloat16, device=q.device)
+    output = torch.empty(_expected(batch, steps)["output"][0], dtype=torch.bfloat16, device=q.device)
     _launch(*inputs, scale, intermediate_states_buffer, output, pool_size, negative_wraps=True)
     return output, initial_state
 
@@ -189,5 +184,5 @@ def pooled_mtp(q, k, v, state_pool, indices, A_log, a, dt_bias, b, scale, output
     inputs = (q, k, v, state_pool, indices, A_log, a, dt_bias, b)
     batch, steps, pool_size, scale = _check_inputs(*inputs, scale, intermediate_states,
                                                    ("state_pool", "indices", "intermediate_states"))
-    expect("output", output, *_expected(batch, steps)[-1], q.device)
+    expect("output", output, *_expected(batch, steps)["output"], q.device)
     _launch(*inputs, scale, intermediate_states, output, pool_size, negative_wraps=False)

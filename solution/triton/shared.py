@@ -1,6 +1,7 @@
-"""What the Triton submission files share: head sizes, the in-kernel softplus and delta-rule
-step, the launch-table row, the argument checks, the pooled calls' index rule (pool_slots), the
-scale rule and the fast launch path.
+"""What the Triton submission files share: head sizes, the in-kernel gates (softplus, gates) and
+delta-rule step, the launch-table row, the argument checks (one shape table for every
+definition's arguments, expected_specs; the rank check, expect_rank), the pooled calls' index
+rule (pool_slots), the scale rule and the fast launch path.
 
 The evaluator packs every top-level file of solution/triton/ into each submission and imports
 the entry file as a module of that package (flashinfer-bench's Python builder: 0.1.2 and
@@ -98,14 +99,36 @@ def softplus(x):
 
 
 @triton.jit
-def delta_rule_step(s, q, k, v, g, beta, scale):
-    """One token on a [BV, D] tile of a state S: returns (out, S') with
+def gates(A_log, a, dt_bias, b):
+    """A token's gates from its float32 inputs (scalars or blocks alike): (log g, beta) with
+
+        log g = -exp(A_log) * softplus(a + dt_bias)     the log of the decay gate g in (0, 1]
+        beta  = sigmoid(b) = 1 / (1 + exp(-b))          the update gate
+
+    A step of the recurrence takes g = exp(log g) (step_gates); a chunk sums the logs over its
+    tokens."""
+    return -tl.exp(A_log) * softplus(a + dt_bias), 1.0 / (1.0 + tl.exp(-b))
+
+
+@triton.jit
+def step_gates(A_log, dt_bias, a_ptr, b_ptr, index):
+    """(g, beta) of one token and value head for a step of the recurrence: gates() of A_log and
+    dt_bias (float32, the head's, which the caller loads) and of a and b at `index` (bfloat16,
+    widened to float32), with g = exp(log g)."""
+    log_g, beta = gates(A_log, tl.load(a_ptr + index).to(tl.float32), dt_bias, tl.load(b_ptr + index).to(tl.float32))
+    return tl.exp(log_g), beta
+
+
+@triton.jit
+def delta_rule_step(s, q, k, v, g, beta, scale, qk):
+    """One token on a [BV, D] tile of a state S, given qk = k . q (a caller that walks the
+    tiles of one token, or a block of tokens, has it at hand): returns (out, S') with
     S' = g * S + outer(delta, k), delta = beta * (v - g * (S @ k)) and
-    out = scale * (S' @ q) = scale * (g * (S @ q) + (k . q) * delta), from one pass over S."""
+    out = scale * (S' @ q) = scale * (g * (S @ q) + qk * delta), from one pass over S."""
     s_k = tl.sum(s * k[None, :], axis=1)
     s_q = tl.sum(s * q[None, :], axis=1)
     delta = beta * (v - g * s_k)
-    out = scale * (g * s_q + tl.sum(q * k, axis=0) * delta)
+    out = scale * (g * s_q + qk * delta)
     return out, g * s + delta[:, None] * k[None, :]
 
 
@@ -125,6 +148,34 @@ def pool_slots(read_index_ptr, write_index_ptr, row, pool_size):
     writes = live & (write >= 0)
     fill = tl.where(read < 0, 0.0, float("nan"))
     return tl.where(live, read, 0), tl.where(writes, write, 0), live, writes, fill
+
+
+@functools.lru_cache(maxsize=256)
+def expected_specs(names, tokens, sequences):
+    """(shape, dtype) of each argument named in `names` (a tuple, in its order), for a call whose
+    tokens fill the leading axes `tokens` ((B, 1) for decode, (B, T) for MTP, (T,) for
+    prefill) and whose states are those of `sequences` rows or sequences:
+
+        q, k [*tokens, 4, 128], v, output [*tokens, 8, 128], a, b [*tokens, 8]   bfloat16
+        A_log, dt_bias [8]; state, new_state [sequences, 8, 128, 128]              float32
+        cu_seqlens [sequences + 1]                                                 int64
+    """
+    bf16, f32 = torch.bfloat16, torch.float32
+    per_q, per_v, heads = (*tokens, NUM_Q_HEADS, HEAD_SIZE), (*tokens, NUM_V_HEADS, HEAD_SIZE), (*tokens, NUM_V_HEADS)
+    state, params = (sequences, NUM_V_HEADS, HEAD_SIZE, HEAD_SIZE), (NUM_V_HEADS,)
+    specs = dict(q=(per_q, bf16), k=(per_q, bf16), v=(per_v, bf16), output=(per_v, bf16), a=(heads, bf16),
+                 b=(heads, bf16), A_log=(params, f32), dt_bias=(params, f32), state=(state, f32),
+                 new_state=(state, f32), cu_seqlens=((sequences + 1,), torch.int64))
+    return tuple((torch.Size(specs[name][0]), specs[name][1]) for name in names)
+
+
+def expect_rank(name, t, dims):
+    """t.shape if `t` is a tensor of len(dims) axes; else ValueError naming `name` and the
+    layout `dims` (the axes' sizes or names, as ("B", 1, 4, 128) for [B, 1, 4, 128])."""
+    if not isinstance(t, torch.Tensor) or t.dim() != len(dims):
+        got = f"shape {list(t.shape)}" if isinstance(t, torch.Tensor) else type(t).__name__
+        raise ValueError(f"{name}: expected a [{', '.join(map(str, dims))}] tensor, got {got}")
+    return t.shape
 
 
 def expect(name, t, shape, dtype, device):
@@ -153,11 +204,9 @@ def expect_all(names, tensors, expected, device):
 def expect_pool(name, pool, device):
     """The pool size P of `pool` if it is a contiguous [P, 8, 128, 128] float32 tensor on `device`
     (K-last states, as serving engines keep them); else ValueError naming it."""
-    if not isinstance(pool, torch.Tensor) or pool.dim() != 4:
-        got = f"shape {list(pool.shape)}" if isinstance(pool, torch.Tensor) else type(pool).__name__
-        raise ValueError(f"{name}: expected a [pool_size, {NUM_V_HEADS}, {HEAD_SIZE}, {HEAD_SIZE}] tensor, got {got}")
-    expect(name, pool, torch.Size((pool.shape[0], NUM_V_HEADS, HEAD_SIZE, HEAD_SIZE)), torch.float32, device)
-    return pool.shape[0]
+    pool_size = expect_rank(name, pool, ("pool_size", NUM_V_HEADS, HEAD_SIZE, HEAD_SIZE))[0]
+    expect(name, pool, torch.Size((pool_size, NUM_V_HEADS, HEAD_SIZE, HEAD_SIZE)), torch.float32, device)
+    return pool_size
 
 
 def expect_indices(name, indices, batch, device):
@@ -241,8 +290,9 @@ class Launcher:
 
     def __init__(self, fn):
         self.fn = fn
-        # (device index, constexprs, warps, specialization) -> (CompiledKernel, stream getter,
-        # constexpr values),
+        # (device index, constexprs, warps, specialization) -> (the compiled kernel's launcher,
+        # stream getter, its arguments between the stream and the kernel's (function, packed
+        # metadata, three None), constexpr values),
         # or False where the launcher does not take the arguments
         self.compiled = {}
 
@@ -253,14 +303,8 @@ class Launcher:
         `lowered_args`: what lowered(args) gives, where the caller has it at hand.
         `specialization`: whatever else makes Triton compile the kernel anew (the dtype of a
         tensor whose dtype varies), part of the cache key with the constexprs and the warps."""
-        raw, aligned = lowered_args or lowered(args)
-        key = (device_index, constexprs, num_warps, specialization)
-        entry = self.compiled.get(key)
-        if entry and aligned and not hooks_installed():
-            compiled, stream_of, values = entry
-            run, head = compiled.run, (*grid, stream_of(device_index), compiled.function, compiled.packed_metadata)
-            return lambda: run(*head, None, None, None, *raw, *values)
-        return lambda: self._through_triton(grid, args, constexprs, num_warps, key, raw, aligned)
+        run, run_args = self._launch_call(grid, args, constexprs, num_warps, device_index, lowered_args, specialization)
+        return lambda: run(*run_args)
 
     def prepare_by_name(self, grid, args, constexprs, num_warps, device_index):
         """prepare(...) with the arguments given by parameter name: `args` the runtime ones,
@@ -277,17 +321,21 @@ class Launcher:
         return self.prepare(grid, ordered, pairs, num_warps, device_index, specialization=dtypes)
 
     def launch(self, grid, args, constexprs, num_warps, device_index, lowered_args=None, specialization=()):
-        """prepare(...)() with nothing made in between, for a call of one launch (the same
-        steps, inline: this is the whole host path of a small call)."""
+        """prepare(...)() with nothing made in between, for a call of one launch (no function
+        is built: this is the whole host path of a small call)."""
+        run, run_args = self._launch_call(grid, args, constexprs, num_warps, device_index, lowered_args, specialization)
+        run(*run_args)
+
+    def _launch_call(self, grid, args, constexprs, num_warps, device_index, lowered_args, specialization):
+        """(function, its arguments) that make prepare's launch: the compiled kernel's launcher
+        and raw arguments where the direct path is valid, else _through_triton and its."""
         raw, aligned = lowered_args or lowered(args)
         key = (device_index, constexprs, num_warps, specialization)
         entry = self.compiled.get(key)
         if entry and aligned and not hooks_installed():
-            compiled, stream_of, values = entry
-            compiled.run(*grid, stream_of(device_index), compiled.function, compiled.packed_metadata, None, None, None,
-                         *raw, *values)
-        else:
-            self._through_triton(grid, args, constexprs, num_warps, key, raw, aligned)
+            run, stream_of, head, values = entry
+            return run, (*grid, stream_of(device_index), *head, *raw, *values)
+        return self._through_triton, (grid, args, constexprs, num_warps, key, raw, aligned)
 
     def _through_triton(self, grid, args, constexprs, num_warps, key, raw, aligned):
         """Launch through Triton; after the first launch of a configuration, keep its compiled
@@ -296,7 +344,8 @@ class Launcher:
         if key not in self.compiled and aligned and not INTERPRETED:
             values = tuple(value for _, value in constexprs)
             stream_of = _direct_stream(compiled, key[0], (*raw, *values))
-            self.compiled[key] = stream_of and (compiled, stream_of, values)
+            head = (compiled.function, compiled.packed_metadata, None, None, None)
+            self.compiled[key] = stream_of and (compiled.run, stream_of, head, values)
 
 
 def _direct_stream(compiled, device_index, args):
