@@ -168,7 +168,7 @@ def test_ncu_command_profiles_only_the_bracketed_call():
 
 def test_raw_page_summary():
     kernels = ncu_summary.parse_csv(NCU_RAW.read_text())
-    assert [k.name for k in kernels] == ["_chunk_prep_kernel", "_span_summary_kernel", "_span_pass_kernel"]
+    assert [k.name for k in kernels] == ["chunk_prep_kernel", "span_summary_kernel", "span_pass_kernel"]
     prep, summary, _ = (ncu_summary.summarize(k) for k in kernels)
     assert summary.duration_us == pytest.approx(61.472) and summary.dram_pct == pytest.approx(2.06)
     assert summary.l2_pct == pytest.approx(3.44) and summary.occupancy_pct == pytest.approx(6.21)
@@ -192,7 +192,7 @@ def test_real_raw_page_summary():
 
 def test_details_page_summary_has_what_the_page_holds():
     first = ncu_summary.summarize(ncu_summary.parse_csv(NCU_DETAILS.read_text())[0])
-    assert (first.name, first.duration_us, first.dram_pct, first.l2_pct) == ("_chunk_prep_kernel", 18.94, 41.37, 38.12)
+    assert (first.name, first.duration_us, first.dram_pct, first.l2_pct) == ("chunk_prep_kernel", 18.94, 41.37, 38.12)
     assert first.occupancy_pct == 23.41 and first.registers == 128
     assert first.stalls == [] and first.tensor_pct is None
 
@@ -231,12 +231,12 @@ def test_parser_refuses_what_it_cannot_read():
 def test_hot_lines_share_of_samples():
     lines = proton_lines.hot_lines(json.loads(PROTON.read_text()), ".")
     total = sum(h.samples for h in lines)
-    assert total == 12100 and [h.function for h in lines[:3]] == ["_span_summary_kernel"] * 2 + ["_span_pass_kernel"]
+    assert total == 12100 and [h.function for h in lines[:3]] == ["span_summary_kernel"] * 2 + ["span_pass_kernel"]
     top = lines[0]
     assert (top.line, top.samples, top.top_stall) == (341, 3212, "long_scoreboard")
     assert top.share == pytest.approx(3212 / 12100)
     assert 300 not in [h.line for h in lines]  # sampled in the warm-up scope only
-    prep = [h for h in lines if h.function == "_chunk_prep_kernel"]
+    prep = [h for h in lines if h.function == "chunk_prep_kernel"]
     assert prep[0].path == "/root/.cache/flashinfer_bench/cache/python/gdn-prefill-triton-chunked_3f9c2a71/prefill.py"
     assert prep[0].top_stall == "short_scoreboard"  # "selected" (issuing) is not a stall
 
@@ -251,9 +251,9 @@ def test_real_hot_lines():
 
 def test_hot_lines_of_one_kernel_and_none():
     lines = proton_lines.hot_lines(json.loads(PROTON.read_text()), "span_summary")
-    assert {h.function for h in lines} == {"_span_summary_kernel"} and sum(h.share for h in lines) == pytest.approx(1)
+    assert {h.function for h in lines} == {"span_summary_kernel"} and sum(h.share for h in lines) == pytest.approx(1)
     with pytest.raises(proton_lines.ProtonError, match="no PC samples .* 'nothing'; kernels sampled: "
-                                                       "_chunk_prep_kernel, _span_pass_kernel, _span_summary_kernel"):
+                                                       "chunk_prep_kernel, span_pass_kernel, span_summary_kernel"):
         proton_lines.hot_lines(json.loads(PROTON.read_text()), "nothing")
 
 
@@ -284,12 +284,12 @@ def _kernel(name, ts, dur, grid=(256, 8, 1), regs=128, smem=33792):
 
 
 def _trace():
-    events = [_kernel("_chunk_prep_kernel", 1.0, 5.0),  # before the first flush: warm-up, ignored
+    events = [_kernel("chunk_prep_kernel", 1.0, 5.0),  # before the first flush: warm-up, ignored
               {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 2.0, "dur": 3.0}]
     for call, t in enumerate((100.0, 200.0, 300.0, 400.0)):
         events.append(_kernel(FLUSH, t, 40.0, grid=(2048, 1, 1), regs=16, smem=0))
-        events += [_kernel("_chunk_prep_kernel", t + 50, 10.0 + call), _kernel("_span_summary_kernel", t + 62, 20.0),
-                   _kernel("_span_pass_kernel", t + 84, 8.0 + call)]
+        events += [_kernel("chunk_prep_kernel", t + 50, 10.0 + call), _kernel("span_summary_kernel", t + 62, 20.0),
+                   _kernel("span_pass_kernel", t + 84, 8.0 + call)]
         if call == 3:
             events.append({"ph": "X", "cat": "gpu_memset", "name": "Memset (Device)", "ts": t + 95, "dur": 1.0,
                            "args": {"device": 0}})
@@ -302,7 +302,7 @@ def test_breakdown_of_a_trace():
     rows, span, kept, dropped = kernel_breakdown.summarize(calls)
     assert (kept, dropped) == (3, 1)  # the call with a memset launched another sequence
     assert [(r.index, r.name, r.median_us) for r in rows] == [
-        (1, "_chunk_prep_kernel", 11.0), (2, "_span_summary_kernel", 20.0), (3, "_span_pass_kernel", 9.0)]
+        (1, "chunk_prep_kernel", 11.0), (2, "span_summary_kernel", 20.0), (3, "span_pass_kernel", 9.0)]
     assert rows[0].grid == (256, 8, 1) and rows[0].registers == 128 and rows[0].shared_bytes == 33792
     assert span == 43.0  # 50 → 84 + 9 for the median call
 
@@ -356,7 +356,7 @@ def test_ncu_mode_keeps_report_csv_summary_and_log(fake_ncu, tmp_path, capsys):
                                                                                               "log")]
     out = capsys.readouterr().out
     assert "--kernel-name regex:summary" in out and "--clock-control none" in out and "--under-ncu" in out
-    assert "prefill triton-chunked T=8192 N=1 | GPU: a GPU" in out and "_span_summary_kernel" in out
+    assert "prefill triton-chunked T=8192 N=1 | GPU: a GPU" in out and "span_summary_kernel" in out
     assert written[1].read_text() == NCU_RAW.read_text()
 
 
