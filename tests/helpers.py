@@ -71,16 +71,6 @@ def draw_inputs(batch: int, gen: torch.Generator, device: str, with_state: bool 
     return {n: (t.to(device) if t is not None else None) for n, t in inputs.items()}
 
 
-def interpreter_table(module, monkeypatch) -> None:
-    """On CPU, a submission `module` with a LaunchRow table (kernel.py, mtp.py) launches with
-    one row of two 64-row tiles per head (a configuration decode's tuner also considers)
-    instead of LAUNCH_TABLE's: in Triton's interpreter a call costs about 5 ms per program
-    whatever its tile, and the production table runs 32 programs per (row, head) at small
-    batch, 16 times as many. On a GPU the production table stays."""
-    if DEVICE == "cpu":
-        monkeypatch.setattr(module, "LAUNCH_TABLE", (module.LaunchRow(max_batch=None, block_v=64, warps=1),))
-
-
 def poisoned_outputs(batch: int, device: str) -> tuple[torch.Tensor, torch.Tensor]:
     """output and new_state filled with NaN, so unwritten elements show."""
     output = torch.full((batch, 1, HV, D), float("nan"), dtype=torch.bfloat16, device=device)

@@ -82,8 +82,8 @@ import torch
 import triton
 import triton.language as tl
 
-from .shared import (HEAD_SIZE, INTERPRETED, NUM_Q_HEADS, NUM_V_HEADS, Launcher, expect, expect_all, expect_indices,
-                     expect_pool, expect_write_indices, pool_slots, scale_value, softplus)
+from .shared import (HEAD_SIZE, INTERPRETED, NUM_Q_HEADS, NUM_V_HEADS, Launcher, arch_key, expect, expect_all,
+                     expect_indices, expect_pool, expect_write_indices, pool_slots, scale_value, softplus)
 
 # --- Tuning surface: every setting and launch table, chosen in _plan ----------------------
 # Measured on H100 and H200 (docs/perf.md, prefill items 17-18; the span settings on an H100
@@ -802,8 +802,8 @@ def _prep_warps(device):
 
 
 def _blackwell(device):
-    """Whether `device` is a GPU of compute capability 10 or more."""
-    return device.type == "cuda" and torch.cuda.get_device_capability(device)[0] >= 10
+    """Whether `device` runs sm100's launches (shared.arch_key: compute capability 10 or more)."""
+    return arch_key(device) == "sm100"
 
 
 def _expected(total, num_seqs):
