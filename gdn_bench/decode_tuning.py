@@ -1,6 +1,7 @@
 """What scripts/tune_launch.py tunes in the decode submission (gdn_bench.table_tuning does it):
-kernel.py's LAUNCH_TABLE, (BV, warps) per batch size, over every valid configuration at each
-batch size of bench_sizes.DECODE_BATCH_SIZES, each checked against float64 before it is timed.
+kernel.py's LAUNCH_TABLES (the rows of the GPU's architecture), (BV, warps) per batch size, over
+every valid configuration at each batch size of bench_sizes.DECODE_BATCH_SIZES, each checked
+against float64 before it is timed.
 """
 
 from gdn_bench.bench_sizes import DECODE_BATCH_SIZES
@@ -31,8 +32,8 @@ def _probe(batch: int) -> Probe:
 
 
 SWEEPS = {
-    "LAUNCH_TABLE": TableSweep(
-        table="LAUNCH_TABLE", bounds=("max_batch",),
+    "LAUNCH_TABLES": TableSweep(
+        table="LAUNCH_TABLES", bounds=("max_batch",),
         candidates=lambda module: [dict(block_v=bv, warps=w) for bv, w in valid_configs()],
         probes=lambda module: [_probe(batch) for batch in DECODE_BATCH_SIZES]),
 }

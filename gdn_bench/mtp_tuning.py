@@ -1,7 +1,7 @@
 """What scripts/tune_launch.py --definition mtp tunes in the mtp submission (gdn_bench.table_tuning
-does it): mtp.py's LAUNCH_TABLE, (BV, warps) per batch size, over every valid configuration
-(decode_tuning.valid_configs: the same [BV, 128] state tile per program), on the calls of the
-generated serving mix (each batch size at four draft lengths, its pool size; the times at one
+does it): mtp.py's LAUNCH_TABLES (the rows of the GPU's architecture), (BV, warps) per batch
+size, over every valid configuration (decode_tuning.valid_configs: the same [BV, 128] state
+tile per program), on the calls of the generated serving mix (each batch size at four draft lengths, its pool size; the times at one
 batch size add up).
 
 A probe times pooled_mtp with the buffer of intermediate states: the launch the definition's
@@ -43,8 +43,8 @@ def _probe(verify: Verify) -> Probe:
 
 
 SWEEPS = {
-    "LAUNCH_TABLE": TableSweep(
-        table="LAUNCH_TABLE", bounds=("max_batch",),
+    "LAUNCH_TABLES": TableSweep(
+        table="LAUNCH_TABLES", bounds=("max_batch",),
         candidates=lambda module: [dict(block_v=bv, warps=w) for bv, w in valid_configs()],
         probes=lambda module: [_probe(verify) for verify in serving_mix_plan()]),
 }

@@ -27,7 +27,7 @@ median): what an engine that replays graphs pays. A call that cannot be captured
 `<name>_graph_note` instead. Inputs are model-like: unit-norm keys (so that states stay bounded
 through repeated in-place calls), everything else N(0, 1), scale 1/sqrt(128).
 
-mtp.py's LAUNCH_TABLE is tuned as the other submissions' tables are: scripts/tune_launch.py
+mtp.py's LAUNCH_TABLES is tuned as the other submissions' tables are: scripts/tune_launch.py
 --definition mtp (gdn_bench/mtp_tuning.py).
 """
 

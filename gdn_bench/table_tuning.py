@@ -1,11 +1,16 @@
 """One tuning mechanism for any table of named rows in a submission file (scripts/tune_launch.py).
 
-A table is a module-level tuple of NamedTuple rows, written as named calls:
+A table is a module-level tuple of NamedTuple rows, written as named calls, or a dict of such
+tuples by architecture (shared.arch_key), of which a sweep tunes and rewrites the rows of the
+GPU's architecture (`arch`) and leaves the others:
 
-    LAUNCH_TABLE = (
-        LaunchRow(max_batch=16, block_v=4, warps=1),
-        LaunchRow(max_batch=None, block_v=16, warps=1),
-    )
+    LAUNCH_TABLES = {
+        "sm90": (
+            LaunchRow(max_batch=16, block_v=4, warps=1),
+            LaunchRow(max_batch=None, block_v=16, warps=1),
+        ),
+        ...
+    }
 
 Its first fields are bounds: a call takes the first row whose bounds all hold, value <= bound
 (None: no bound), so the last row of a table has none. The other fields are the row's
@@ -16,7 +21,9 @@ the calls to time (probes, each at a point: the values its call compares with th
 `sweep` forces each setting onto the loaded module as a one-row table with no bounds, checks
 each probe's outputs with it (a setting that computes wrong on any probe is left out of every
 one, with why: compilers do miscompile some configurations), and times the probe
-(CUPTI span, cold L2: timing.kernel_time_us). `best_rows` turns the times into rows, and
+(CUPTI span, cold L2: timing.kernel_time_us), each distinct launch once: settings whose calls
+make the same launches (a plan that maps them to one, as prefill's on sm100) share one time,
+found by recording the launches (`recorded_launches`). `best_rows` turns the times into rows, and
 `write_table` writes them into the file as named rows (the class its rows are written with,
 the fields in that class's order, NamedTuple settings by their class names), leaving the
 rest of the file as it was.
@@ -59,6 +66,34 @@ class TableSweep:
     probes: Callable[[ModuleType], list[Probe]]
 
 
+def table_rows(module, name: str, arch: str | None):
+    """Table `name`'s rows in `module`: the tuple, or its rows for `arch` in a dict by architecture."""
+    value = getattr(module, name)
+    return value[arch] if isinstance(value, dict) else value
+
+
+def _set_rows(module, name: str, arch: str | None, rows: tuple) -> None:
+    """Make `rows` table `name`'s rows in `module` (for `arch` in a dict by architecture)."""
+    value = getattr(module, name)
+    if isinstance(value, dict):
+        value[arch] = rows
+    else:
+        setattr(module, name, rows)
+
+
+def recorded_launches(shared: ModuleType) -> Callable[[Callable[[], None]], tuple]:
+    """A function of a call: the launches it makes, as a key (kernel, grid, constexprs, warps per
+    launch), recorded by the submission package's `shared` (shared.recording_launches): nothing
+    launches."""
+
+    def launches(call: Callable[[], None]) -> tuple:
+        with shared.recording_launches() as recorded:
+            call()
+        return tuple((r.fn.__name__, r.grid, r.constexprs, r.num_warps) for r in recorded)
+
+    return launches
+
+
 def plain(value):
     """`value` (a setting, a row, a list of them) with every NamedTuple as a dict of its fields
     (for JSON and comparisons)."""
@@ -72,47 +107,62 @@ def plain(value):
 
 
 def sweep(module: ModuleType, spec: TableSweep, probes: list[Probe], finalists: int = 4, repeats: int = 3,
-          timer: Callable[[Callable[[], None]], float] = kernel_time_us) -> list[dict]:
-    """Time every setting of `spec` on every probe (see the module docstring); the table is
-    restored afterwards. The `finalists` fastest per probe are timed `repeats` more times and
-    keep the median, so the choice rests on more than one sample near the top. A setting that
-    does not fit the GPU (Triton's OutOfResources) gets us None; one whose outputs fail a
-    probe's check is not run on the later probes, and its records (those up to that probe)
-    get us None and `wrong` (what the check said, on which probe). Records: probe, size,
-    point, setting (a dict), us[, wrong]."""
+          timer: Callable[[Callable[[], None]], float] = kernel_time_us, arch: str | None = None,
+          launches: Callable[[Callable[[], None]], tuple] | None = None) -> list[dict]:
+    """Time every setting of `spec` on every probe (see the module docstring), on the rows of
+    `arch` where the table is one per architecture; the table is restored afterwards. The
+    `finalists` fastest per probe are timed `repeats` more times and keep the median, so the
+    choice rests on more than one sample near the top. A setting that does not fit the GPU
+    (Triton's OutOfResources) gets us None; one whose outputs fail a probe's check is not run
+    on the later probes, and its records (those up to that probe) get us None and `wrong`
+    (what the check said, on which probe). With `launches` (recorded_launches), a setting
+    whose call makes the launches an earlier setting's made on the probe is neither run nor
+    checked: its record takes that one's time (or wrongness) and names it, `same_launch_as`.
+    Records: probe, size, point, setting (a dict), us[, wrong][, same_launch_as]."""
     from triton.runtime.errors import OutOfResources  # triton only once a sweep runs (gdn_bench.device)
 
-    table = getattr(module, spec.table)
+    table = table_rows(module, spec.table, arch)
     row_class, open_bounds = type(table[0]), dict.fromkeys(spec.bounds)
     candidates = spec.candidates(module)
     records, wrong = [], {}
     try:
         for probe in tqdm(probes, desc=spec.table, unit="probe"):
             call, check = probe.make(module)
-            mine = []
+            mine, made, repeated = [], {}, []  # made: launches -> the record that ran them
             for setting in candidates:
                 if _setting_key(setting) in wrong:
                     continue
-                setattr(module, spec.table, (row_class(**open_bounds, **setting),))
+                _set_rows(module, spec.table, arch, (row_class(**open_bounds, **setting),))
                 record = {"probe": probe.label, "size": probe.size, "point": list(probe.point), "setting": setting}
+                made_now = launches(call) if launches else object()
+                if made_now in made:
+                    repeated.append((dict(record, same_launch_as=made[made_now]["setting"]), made[made_now]))
+                    continue
+                made[made_now] = record
+                mine.append(record)
                 try:
                     call()
                 except OutOfResources:
-                    mine.append(dict(record, us=None))
+                    record["us"] = None
                     continue
                 try:
                     check()
                 except AssertionError as e:
                     wrong[_setting_key(setting)] = f"wrong on {probe.label}: {str(e).splitlines()[0]}"
-                    mine.append(dict(record, us=None))
+                    record["us"] = None
                     continue
-                mine.append(dict(record, us=timer(call)))
+                record["us"] = timer(call)
             for record in sorted((r for r in mine if r["us"] is not None), key=lambda r: r["us"])[:finalists]:
-                setattr(module, spec.table, (row_class(**open_bounds, **record["setting"]),))
+                _set_rows(module, spec.table, arch, (row_class(**open_bounds, **record["setting"]),))
                 record["us"] = statistics.median([record["us"]] + [timer(call) for _ in range(repeats)])
+            for record, original in repeated:
+                record["us"] = original["us"]
+                if _setting_key(original["setting"]) in wrong:
+                    wrong[_setting_key(record["setting"])] = wrong[_setting_key(original["setting"])]
+                mine.append(record)
             records += mine
     finally:
-        setattr(module, spec.table, table)
+        _set_rows(module, spec.table, arch, table)
     for record in records:
         if _setting_key(record["setting"]) in wrong:
             record.update(us=None, wrong=wrong[_setting_key(record["setting"])])
@@ -189,7 +239,7 @@ def _one_bound(times: dict[int, dict], tolerance: float) -> list[tuple[int | Non
 
 
 def _table_node(tree: ast.Module, name: str) -> ast.Assign:
-    """The module-level `NAME = (...)` assignment."""
+    """The module-level `NAME = ...` assignment."""
     for node in tree.body:
         if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == [name]:
             return node
@@ -209,18 +259,28 @@ def _named_call(node: ast.expr, name: str):
     return node.func.id, fields
 
 
-def read_table(text: str, name: str) -> list[dict]:
-    """The rows of table `name` in a file's text, each {field: value} (a NamedTuple setting as
-    a dict: `plain`'s form), when every row is written `Row(name=value, ...)`; ValueError when
-    it is written any other way."""
-    return [fields for _, fields in _read_rows(text, name)]
+def read_table(text: str, name: str, arch: str | None = None) -> list[dict]:
+    """The rows of table `name` in a file's text (of `arch` where the table is a dict by
+    architecture), each {field: value} (a NamedTuple setting as a dict: `plain`'s form), when
+    every row is written `Row(name=value, ...)`; ValueError when it is written any other way."""
+    return [fields for _, fields in _read_rows(text, name, arch)]
 
 
-def _read_rows(text: str, name: str) -> list[tuple[str, dict]]:
-    node = _table_node(ast.parse(text), name)
-    if not isinstance(node.value, ast.Tuple) or not node.value.elts:
-        raise ValueError(f"{name} is not a tuple literal of rows")
-    return [_named_call(row, name) for row in node.value.elts]
+def _rows_node(text: str, name: str, arch: str | None) -> ast.Tuple:
+    """The tuple literal of table `name`'s rows (of `arch` in a dict literal by architecture)."""
+    node = _table_node(ast.parse(text), name).value
+    if isinstance(node, ast.Dict):
+        keys = [getattr(key, "value", None) for key in node.keys]
+        if arch not in keys:
+            raise ValueError(f"{name} has no rows for {arch!r}; it has {', '.join(map(repr, keys))}")
+        node = node.values[keys.index(arch)]
+    if not isinstance(node, ast.Tuple) or not node.elts:
+        raise ValueError(f"{name} is not a tuple literal of rows" + (f" for {arch!r}" if arch else ""))
+    return node
+
+
+def _read_rows(text: str, name: str, arch: str | None) -> list[tuple[str, dict]]:
+    return [_named_call(row, name) for row in _rows_node(text, name, arch).elts]
 
 
 def _source(value) -> str:
@@ -230,24 +290,28 @@ def _source(value) -> str:
     return repr(value)
 
 
-def write_table(rows: list[dict], path, name: str, fields: tuple[str, ...]) -> None:
-    """Replace table `name` in the file at `path` with `rows` (best_rows' dicts), written as
-    named rows of the class its rows are written with now, with `fields` in that order (the
-    loaded module's row class's: `_fields`); refuses a file whose table is written otherwise,
-    and rows whose fields are not those."""
+def write_table(rows: list[dict], path, name: str, fields: tuple[str, ...], arch: str | None = None) -> None:
+    """Replace table `name` in the file at `path` (its rows of `arch` where it is a dict literal
+    by architecture) with `rows` (best_rows' dicts), written as named rows of the class its rows
+    are written with now, with `fields` in that order (the loaded module's row class's:
+    `_fields`); refuses a file whose table is written otherwise, and rows whose fields are not
+    those."""
     path = Path(path)
     text = path.read_text(encoding="utf-8")
-    classes = {cls for cls, _ in _read_rows(text, name)}
+    classes = {cls for cls, _ in _read_rows(text, name, arch)}
     if len(classes) != 1:
         raise ValueError(f"{path}: {name}'s rows are written with several classes: {sorted(classes)}")
     [row_class] = classes
     for row in rows:
         if sorted(row) != sorted(fields):
             raise ValueError(f"{path}: a row names {list(row)}, {row_class} has the fields {list(fields)}")
-    node = _table_node(ast.parse(text), name)
-    body = "".join(f"    {row_class}({', '.join(f'{f}={_source(row[f])}' for f in fields)}),\n" for row in rows)
+    node = _rows_node(text, name, arch)
     lines = text.splitlines(keepends=True)
-    new = "".join(lines[:node.lineno - 1]) + f"{name} = (\n{body})\n" + "".join(lines[node.end_lineno:])
-    if read_table(new, name) != [plain({f: row[f] for f in fields}) for row in rows]:
+    indent = " " * (len(lines[node.lineno - 1]) - len(lines[node.lineno - 1].lstrip(" ")))
+    body = "".join(f"{indent}    {row_class}({', '.join(f'{f}={_source(row[f])}' for f in fields)}),\n" for row in rows)
+    start = sum(map(len, lines[:node.lineno - 1])) + node.col_offset
+    end = sum(map(len, lines[:node.end_lineno - 1])) + node.end_col_offset
+    new = text[:start] + f"(\n{body}{indent})" + text[end:]
+    if read_table(new, name, arch) != [plain({f: row[f] for f in fields}) for row in rows]:
         raise AssertionError(f"{name} did not read back as written")
     path.write_text(new, encoding="utf-8")

@@ -15,7 +15,9 @@ prefill: the generated mix), or the one at --volume-path inside the Modal Volume
 Each (algorithm, size group) is one job: gdn_bench.runner.run in a container of the contest's
 evaluation image, on up to --max-containers GPUs at once. Their partial results merge into one
 report per definition, written locally under --out as run_local writes it (results.json,
-report.txt and the plots; with --definition both, under --out/<definition> and track.json).
+report.txt and the plots; with --definition both, under --out/<definition> and track.json),
+then the committed architecture report's summary for the GPU (docs/data/arch: registers,
+spills, shared memory and MMA class of every launch, scripts/arch_report.py).
 The reference times live in the local cache file, as for run_local: the jobs of the first
 algorithm get its entries, measure those missing, and what they measured is written into it.
 The Volume gdn-contest-kit-triton-cache holds Triton's cache, so kernels compile once, and the
@@ -35,6 +37,7 @@ from pathlib import Path
 
 import modal
 
+from gdn_bench.arch_report import committed_summary
 from gdn_bench.arguments import ScriptParser, positive_int
 from gdn_bench.cli import add_run_arguments, algorithms_epilog, report, report_track, settings_from_args
 from gdn_bench.device import prepare_triton
@@ -266,6 +269,8 @@ def launch(todo: list, args: argparse.Namespace) -> int:
         statuses.append(report(results, out, "run_modal"))
     if not partial and len(runs) > 1 and any(r.meta["mode"] == "gpu" for r in runs):  # .local() on CPU: nothing timed
         statuses.append(report_track(runs, args.out, "run_modal"))
+    for line in committed_summary(args.gpu):  # beside the times: what the GPU's compiler makes of every launch
+        print(line)
     return max(statuses)
 
 

@@ -1,13 +1,15 @@
 """Tune a submission's tables of launch settings on this GPU: every setting of each table timed
-on its probes (each checked first), the table derived from the fastest per probe point
-(gdn_bench/table_tuning.py says how). One command per definition; needs a GPU.
+on its probes (each checked first; settings that make the same launches timed once), the table
+derived from the fastest per probe point (gdn_bench/table_tuning.py says how). A table kept per
+architecture (shared.arch_key) gets the rows of this GPU's; a single table serves every GPU, and
+--write replaces it for all. One command per definition; needs a GPU.
 
     python scripts/tune_launch.py [--definition decode|prefill|mtp] [--table NAME ...]
                                   [--batch-sizes 1,4,... | --seq-lens 6,8192,...] [--write] [--out FILE]
 
-The tables and their probes: gdn_bench/decode_tuning.py (LAUNCH_TABLE of kernel.py, per batch
+The tables and their probes: gdn_bench/decode_tuning.py (LAUNCH_TABLES of kernel.py, per batch
 size), gdn_bench/prefill_tuning.py (prefill.py's PASS_TABLE, SUMMARY_TABLE, FIXUP_TABLE and WALK_TABLE) and
-gdn_bench/mtp_tuning.py (LAUNCH_TABLE of mtp.py, per batch size). --table picks
+gdn_bench/mtp_tuning.py (LAUNCH_TABLES of mtp.py, per batch size). --table picks
 some (default: all of the definition's); --batch-sizes / --seq-lens keep the probes of those
 sizes. --write replaces the tables in the submission file; the sweep itself goes to --out
 (default results/tune_launch_<definition>.json).
@@ -72,7 +74,7 @@ def main(argv=None) -> int:
     # The tables are the tuning module's, which imports torch (it times): --table is checked last.
     import torch
 
-    from gdn_bench.table_tuning import best_rows, plain, sweep, write_table
+    from gdn_bench.table_tuning import best_rows, plain, recorded_launches, sweep, table_rows, write_table
 
     available = importlib.import_module(TUNING[spec.short]).SWEEPS
     unknown = [t for t in args.table or () if t not in available]
@@ -82,24 +84,26 @@ def main(argv=None) -> int:
         print("tune_launch: error: needs a CUDA GPU", file=sys.stderr)
         return 2
     module = load_solution_file(entry, f"gdn_tune_{spec.short}")
-    gpu, found = torch.cuda.get_device_name(), {}
+    shared = importlib.import_module(f"{module.__package__}.shared")
+    gpu, arch, found = torch.cuda.get_device_name(), shared.arch_key(torch.device("cuda")), {}
     for name in args.table or available:
         table = available[name]
         probes = [p for p in table.probes(module) if not chosen[0] or p.size in chosen[0]]
-        records = sweep(module, table, probes)
+        records = sweep(module, table, probes, arch=arch, launches=recorded_launches(shared))
         for why in dict.fromkeys((json.dumps(plain(r["setting"])), r["wrong"]) for r in records if "wrong" in r):
             print(f"tune_launch: {name} {why[0]} left out: {why[1]}", file=sys.stderr)
         rows = best_rows(records, table.bounds)
-        print(f"GPU: {gpu}; {name}: µs (CUPTI, cold L2, median) per probe and setting; * = fastest")
+        print(f"GPU: {gpu} ({arch}); {name}: µs (CUPTI, cold L2, median) per probe and setting; * = fastest")
         print(_table_text(records))
         print(f"{name} rows:", json.dumps(plain(rows)))
         found[name] = {"bounds": list(table.bounds), "records": plain(records), "rows": rows,
-                       "fields": type(getattr(module, name)[0])._fields}
+                       "fields": type(table_rows(module, name, arch)[0])._fields}
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"gpu": gpu, "definition": spec.name, "tables": plain(found)}, indent=2))
+    args.out.write_text(json.dumps({"gpu": gpu, "arch": arch, "definition": spec.name, "tables": plain(found)},
+                                   indent=2))
     if args.write:
         for name, result in found.items():
-            write_table(result["rows"], entry, name, result["fields"])
+            write_table(result["rows"], entry, name, result["fields"], arch)
         print(f"rewrote {', '.join(found)} in {entry}")
     return 0
 

@@ -109,16 +109,6 @@ def make_scale(kind: str, seed: int, device: str):
             "numpy": np.float32(value)}[kind]
 
 
-def interpreter_table(module, monkeypatch) -> None:
-    """On CPU, a submission `module` with a LaunchRow table (kernel.py, mtp.py) launches with
-    one row of two 64-row tiles per head (a configuration decode's tuner also considers)
-    instead of LAUNCH_TABLE's: in Triton's interpreter a call costs about 5 ms per program
-    whatever its tile, and the production table runs 32 programs per (row, head) at small
-    batch, 16 times as many. On a GPU the production table stays."""
-    if DEVICE == "cpu":
-        monkeypatch.setattr(module, "LAUNCH_TABLE", (module.LaunchRow(max_batch=None, block_v=64, warps=1),))
-
-
 def poisoned_outputs(lengths, device: str) -> tuple[torch.Tensor, torch.Tensor]:
     """output and new_state of a call (`lengths` as draw_inputs takes it) filled with NaN, so
     unwritten elements show."""

@@ -2,11 +2,11 @@
 
 211 random calls per run (at batch sizes 1, 2, 3, 4, 7, 16, 33, 64 and 128; each batch row
 mixes the gate regimes; state present or None; four kinds of scale), each with its own seed
-from the run's. On CPU these calls run with helpers.interpreter_table (two 64-row tiles per
-head, 16 times fewer programs than the production table at small batch), and the batches
-from 33 up (LARGE_GRID), which only make the grid larger, a GPU concern, are skipped: 204
-calls run there. Every row of the production table is checked on its own
-(test_every_launch_configuration); on a GPU every call uses it.
+from the run's. On CPU these calls run with kernel.py's interpreter table (two 64-row tiles
+per head, 16 times fewer programs than a GPU's table at small batch), and the batches from 33
+up (LARGE_GRID), which only make the grid larger, a GPU concern, are skipped: 204 calls run
+there. Every row of every GPU architecture's table is checked on its own
+(test_every_launch_configuration); on a GPU every call uses its architecture's.
 """
 
 import importlib
@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from gdn_bench.algos import load_solution_file
-from helpers import DEVICE, KERNEL_PATH, SCALE_KINDS, SEED, call_and_check, interpreter_table
+from helpers import DEVICE, KERNEL_PATH, SCALE_KINDS, SEED, call_and_check
 
 sub = load_solution_file(KERNEL_PATH, "gdn_submission")
 shared = importlib.import_module("gdn_submission.shared")  # the shared.py that sub imports
@@ -41,26 +41,27 @@ def _case_id(case: int) -> str:
 
 
 @pytest.mark.parametrize("case", range(len(CASES)), ids=_case_id)
-def test_matches_float64_reference(case, device, monkeypatch):
+def test_matches_float64_reference(case, device):
     batch, with_state, scale_kind = CASES[case]
     if DEVICE == "cpu" and batch >= LARGE_GRID:
         pytest.skip(f"B={batch}: a larger grid of the same programs, a GPU concern")
-    interpreter_table(sub, monkeypatch)
     call_and_check(sub.kernel, batch, with_state, scale_kind, SEED + case, device, "decode")
 
 
-@pytest.mark.parametrize("row", range(len(sub.LAUNCH_TABLE)), ids=lambda row: f"row{row}")
-def test_every_launch_configuration(row, device, monkeypatch):
-    """Each (BV, warps) row of the launch table, forced onto a small batch."""
-    launch = sub.LAUNCH_TABLE[row]
-    monkeypatch.setattr(sub, "LAUNCH_TABLE", (launch._replace(max_batch=None),))
-    call_and_check(sub.kernel, 2, True, None, SEED + 1000 + row, device, f"BV={launch.block_v} warps={launch.warps}")
+GPU_LAUNCHES = sorted({row._replace(max_batch=None) for arch, rows in sub.LAUNCH_TABLES.items()
+                      if arch != "interpreter" for row in rows})
 
 
-def test_in_place_state_update(device, monkeypatch):
-    """new_state may be the state tensor itself (each program reads its tile before writing;
-    on CPU with helpers.interpreter_table's tiles)."""
-    interpreter_table(sub, monkeypatch)
+@pytest.mark.parametrize("launch", GPU_LAUNCHES, ids=lambda launch: f"BV{launch.block_v}-w{launch.warps}")
+def test_every_launch_configuration(launch, device, monkeypatch):
+    """Each (BV, warps) of a GPU architecture's launch table, forced onto a small batch."""
+    monkeypatch.setitem(sub.LAUNCH_TABLES, sub.arch_key(torch.device(device)), (launch,))
+    call_and_check(sub.kernel, 2, True, None, SEED + 1000 + launch.block_v, device,
+                   f"BV={launch.block_v} warps={launch.warps}")
+
+
+def test_in_place_state_update(device):
+    """new_state may be the state tensor itself (each program reads its tile before writing)."""
     call_and_check(sub.kernel, 3, True, None, SEED + 2000, device, "in place", in_place=True)
 
 

@@ -19,8 +19,8 @@ from gdn_bench.definitions.decode.definition import build_definition
 from gdn_bench.definitions.mtp.mix import Verify, serving_mix_plan
 from gdn_bench.serving_bench import serving_inputs
 from gdn_bench.signature import empty_outputs, random_inputs
-from gdn_bench.table_tuning import Probe, TableSweep, best_rows, plain, read_table, sweep, write_table
-from helpers import DEVICE, KERNEL_PATH, ROOT, interpreter_table
+from gdn_bench.table_tuning import Probe, TableSweep, best_rows, plain, read_table, sweep, table_rows, write_table
+from helpers import DEVICE, KERNEL_PATH, ROOT
 
 PREFILL_PATH = KERNEL_PATH.parent / "prefill.py"
 MTP_PATH = KERNEL_PATH.parent / "mtp.py"
@@ -107,6 +107,36 @@ def test_sweep_forces_each_setting_checks_and_times_it_and_restores_the_table():
     assert module.TABLE is table
 
 
+def test_settings_that_make_the_same_launches_are_timed_once():
+    """With `launches`, a setting whose call makes the launches of an earlier one on the probe
+    (here: every block_v above 16 launches as 16, as prefill's plan on sm100 does) takes that
+    one's time and names it; the table kept per architecture is swept on its `arch` rows only."""
+    tables = {"sm90": (_Row(None, _Launch(64, 4)),), "sm100": (_Row(None, _Launch(64, 4)),)}
+    module = SimpleNamespace(TABLES=tables)
+    timed = []
+
+    def probe(m):
+        return (lambda: None), (lambda: None)
+
+    spec = TableSweep(table="TABLES", bounds=("max_size",),
+                      candidates=lambda m: [dict(launch=_Launch(bv, 1)) for bv in (16, 32, 64)],
+                      probes=lambda m: [Probe(label="n=1", size=1, point=(1,), make=probe)])
+
+    def timer(call):
+        timed.append(module.TABLES["sm100"][0].launch.block_v)
+        return float(len(timed))
+
+    def launches(call):
+        return (min(module.TABLES["sm100"][0].launch.block_v, 16),)
+
+    records = sweep(module, spec, spec.probes(module), finalists=1, repeats=0, timer=timer, arch="sm100",
+                    launches=launches)
+    assert timed == [16] and module.TABLES is tables and tables["sm90"] == (_Row(None, _Launch(64, 4)),)
+    assert [(r["setting"]["launch"].block_v, r["us"], plain(r.get("same_launch_as"))) for r in records] == [
+        (16, 1.0, None), (32, 1.0, {"launch": {"block_v": 16, "warps": 1}}),
+        (64, 1.0, {"launch": {"block_v": 16, "warps": 1}})]
+
+
 def test_every_config_fills_whole_vectors():
     for block_v, warps in decode_tuning.valid_configs():
         assert block_v * 128 // (32 * warps) >= 4
@@ -122,18 +152,20 @@ def test_each_sweep_matches_its_table_in_the_submission(tuning, path):
     text = path.read_text(encoding="utf-8")
     for name, spec in tuning.SWEEPS.items():
         table = getattr(module, spec.table)
-        assert spec.table == name and read_table(text, name)
-        row_class = type(table[0])
-        assert row_class._fields[:len(spec.bounds)] == spec.bounds
-        for setting in spec.candidates(module):
-            row = row_class(**dict.fromkeys(spec.bounds), **setting)
-            assert set(row._fields) == set(spec.bounds) | set(setting)
+        assert spec.table == name
+        for arch in table if isinstance(table, dict) else (None,):  # a table per architecture: each one's
+            assert read_table(text, name, arch)
+            row_class = type(table_rows(module, name, arch)[0])
+            assert row_class._fields[:len(spec.bounds)] == spec.bounds
+            for setting in spec.candidates(module):
+                row = row_class(**dict.fromkeys(spec.bounds), **setting)
+                assert set(row._fields) == set(spec.bounds) | set(setting)
 
 
 def test_mtp_probes_are_the_serving_mix_calls_by_batch_size():
-    """mtp's LAUNCH_TABLE is tuned on the generated mix's calls, at the point of their batch
+    """mtp's LAUNCH_TABLES is tuned on the generated mix's calls, at the point of their batch
     size (the bound max_batch), selected by --batch-sizes."""
-    probes = mtp_tuning.SWEEPS["LAUNCH_TABLE"].probes(None)
+    probes = mtp_tuning.SWEEPS["LAUNCH_TABLES"].probes(None)
     plan = serving_mix_plan()
     assert [p.label for p in probes] == [f"B={v.batch_size} T={v.seq_len}" for v in plan]
     assert [(p.size, p.point) for p in probes] == [(v.batch_size, (v.batch_size,)) for v in plan]
@@ -144,7 +176,6 @@ def test_an_mtp_probe_checks_the_call_it_times(monkeypatch):
     after its call, and fails it when an output element is off by more than the tolerance."""
     monkeypatch.setattr(mtp_tuning, "serving_inputs", functools.partial(serving_inputs, device=DEVICE))
     module = load_solution_file(MTP_PATH, "gdn_tuning_mtp_probe")
-    interpreter_table(module, monkeypatch)
     call, check = mtp_tuning._probe(Verify(batch_size=1, seq_len=2, pool_size=3)).make(module)
     call()
     check()
@@ -167,21 +198,22 @@ def _kernel_copy(tmp_path):
 
 
 def test_write_table_round_trip(tmp_path):
-    """The tuner rewrites kernel.py's table as named rows, leaves the rest of the file as it
-    was, and the module loads with the new table."""
+    """The tuner rewrites one architecture's rows of kernel.py's table as named rows, leaves the
+    rest of the file as it was, and the module loads with the new rows."""
     path = _kernel_copy(tmp_path)
     original = KERNEL_PATH.read_text()
     table = [_row(8, 4, 1), _row(None, 32, 2)]
-    write_table(table, path, "LAUNCH_TABLE", LAUNCH_FIELDS)
+    write_table(table, path, "LAUNCH_TABLES", LAUNCH_FIELDS, "sm100")
     text = path.read_text()
-    assert ("LAUNCH_TABLE = (\n    LaunchRow(max_batch=8, block_v=4, warps=1),\n"
-            "    LaunchRow(max_batch=None, block_v=32, warps=2),\n)\n") in text
-    assert read_table(text, "LAUNCH_TABLE") == table
-    start = original.index("LAUNCH_TABLE = (")
-    end = original.index("\n)\n", start) + 3
-    assert text.replace(text[start:text.index("\n)\n", start) + 3], "") == original.replace(original[start:end], "")
+    new = ('    "sm100": (\n        LaunchRow(max_batch=8, block_v=4, warps=1),\n'
+           '        LaunchRow(max_batch=None, block_v=32, warps=2),\n    ),\n')
+    assert new in text and read_table(text, "LAUNCH_TABLES", "sm100") == table
+    start = original.index('    "sm100": (')
+    end = original.index("\n    ),\n", start) + 8
+    assert text.replace(new, "") == original.replace(original[start:end], "")
     module = load_solution_file(path, "gdn_submission_tuned")
-    assert module.LAUNCH_TABLE == (module.LaunchRow(8, 4, 1), module.LaunchRow(None, 32, 2))
+    assert module.LAUNCH_TABLES["sm100"] == (module.LaunchRow(8, 4, 1), module.LaunchRow(None, 32, 2))
+    assert module.LAUNCH_TABLES["sm90"] == load_solution_file(KERNEL_PATH, "gdn_submission_now").LAUNCH_TABLES["sm90"]
 
 
 def test_write_table_writes_namedtuple_settings_by_their_class(tmp_path):
@@ -200,25 +232,28 @@ def test_write_table_writes_namedtuple_settings_by_their_class(tmp_path):
 def test_write_table_refuses_rows_that_are_not_its_rows(tmp_path, table, error):
     path = _kernel_copy(tmp_path)
     with pytest.raises(ValueError, match=error):
-        write_table(table, path, "LAUNCH_TABLE", LAUNCH_FIELDS)
+        write_table(table, path, "LAUNCH_TABLES", LAUNCH_FIELDS, "sm90")
     assert path.read_text() == KERNEL_PATH.read_text()
 
 
-def test_write_table_refuses_a_positional_table(tmp_path):
+def test_write_table_refuses_a_positional_table_and_an_architecture_it_has_not(tmp_path):
     path = tmp_path / "kernel.py"
     text = KERNEL_PATH.read_text()
-    start = text.index("LAUNCH_TABLE = (")
-    path.write_text(text[:start] + "LAUNCH_TABLE = (\n    (16, 4, 1),\n)\n" + text[text.index("\n)\n", start) + 3:])
+    start = text.index("LAUNCH_TABLES = {")
+    path.write_text(text[:start] + "LAUNCH_TABLES = {\n    'sm90': (\n        (16, 4, 1),\n    ),\n}\n"
+                    + text[text.index("\n}\n", start) + 3:])
     with pytest.raises(ValueError, match=r"is not Row\(name=value, ...\)"):
-        write_table([_row(None, 16, 1)], path, "LAUNCH_TABLE", LAUNCH_FIELDS)
+        write_table([_row(None, 16, 1)], path, "LAUNCH_TABLES", LAUNCH_FIELDS, "sm90")
+    with pytest.raises(ValueError, match=r"LAUNCH_TABLES has no rows for 'sm120'; it has 'sm90'"):
+        write_table([_row(None, 16, 1)], path, "LAUNCH_TABLES", LAUNCH_FIELDS, "sm120")
 
 
 @pytest.mark.parametrize("argv, error", [
-    (["--definition", "prefill", "--table", "LAUNCH_TABLE"], "argument --table: prefill has no table LAUNCH_TABLE; "
+    (["--definition", "prefill", "--table", "LAUNCH_TABLES"], "argument --table: prefill has no table LAUNCH_TABLES; "
                                                              "it has PASS_TABLE, SUMMARY_TABLE, FIXUP_TABLE, WALK_TABLE"),
     (["--seq-lens", "6"], "argument --seq-lens: not a flag of decode; its sizes are --batch-sizes"),
     (["--definition", "mtp", "--table", "PASS_TABLE"], "argument --table: mtp has no table PASS_TABLE; "
-                                                       "it has LAUNCH_TABLE"),
+                                                       "it has LAUNCH_TABLES"),
     (["--definition", "mtp", "--seq-lens", "6"], "argument --seq-lens: not a flag of mtp; its sizes are --batch-sizes"),
 ])
 def test_tune_launch_refuses_what_the_definition_has_not(argv, error, capsys):

@@ -13,16 +13,11 @@ import torch
 
 from gdn_bench.algos import load_solution_file
 from gdn_bench.definitions.mtp.reference import gdn_mtp
-from helpers import BF16_REL, DEVICE, KERNEL_PATH, SEED, draw_inputs, interpreter_table, wrong_dtype
+from helpers import BF16_REL, DEVICE, KERNEL_PATH, SEED, draw_inputs, wrong_dtype
 
 sub = load_solution_file(KERNEL_PATH.parent / "mtp.py", "gdn_mtp_submission")
 HQ, HV, D = sub.NUM_Q_HEADS, sub.NUM_V_HEADS, sub.HEAD_SIZE
 PER_TOKEN = ("q", "k", "v", "a", "b")
-
-
-@pytest.fixture(autouse=True)
-def _wide_tiles(monkeypatch):
-    interpreter_table(sub, monkeypatch)
 
 
 def _draw(batch: int, steps: int, pool_size: int, seed: int, device: str):

@@ -11,15 +11,10 @@ import torch
 
 from gdn_bench.algos import load_solution_file
 from gdn_bench.definitions.decode.reference import gdn_decode
-from helpers import DEVICE, KERNEL_PATH, SEED, check_against_float64, draw_inputs, interpreter_table, wrong_dtype
+from helpers import DEVICE, KERNEL_PATH, SEED, check_against_float64, draw_inputs, wrong_dtype
 
 sub = load_solution_file(KERNEL_PATH, "gdn_submission_pooled")
 HV, D = sub.NUM_V_HEADS, sub.HEAD_SIZE
-
-
-@pytest.fixture(autouse=True)
-def _wide_tiles(monkeypatch):
-    interpreter_table(sub, monkeypatch)
 
 
 def _pool_call(batch: int, pool_size: int, seed: int, device: str):

@@ -12,7 +12,7 @@ import torch
 
 from gdn_bench.algos import load_solution_file
 from gdn_bench.shapes import DEFAULT_SCALE
-from helpers import (KERNEL_PATH, PREFILL_TENSOR_ARGS, TENSOR_ARGS, TMA_PATH, interpreter_table, kernel_args,
+from helpers import (KERNEL_PATH, PREFILL_TENSOR_ARGS, TENSOR_ARGS, TMA_PATH, kernel_args,
                      non_contiguous, prefill_kernel_args, wrong_dtype, wrong_shape)
 
 
@@ -75,10 +75,8 @@ def test_non_tensor_is_named_with_its_type(submission, name, device):
 
 
 @pytest.mark.parametrize("submission", SUBMISSIONS)
-def test_none_is_accepted_only_for_state(submission, device, monkeypatch):
+def test_none_is_accepted_only_for_state(submission, device):
     s = SUBMISSIONS[submission]
-    if s.module is sub:
-        interpreter_table(sub, monkeypatch)
     s.module.kernel(**dict(s.args(device), state=None))
     for name in s.tensors:
         if name != "state":
@@ -128,8 +126,7 @@ def test_any_real_scale_is_that_number(scale):
     assert shared.scale_value(scale) == (float(scale) or DEFAULT_SCALE)
 
 
-def test_a_numpy_scale_runs_like_a_float(device, monkeypatch):
-    interpreter_table(sub, monkeypatch)
+def test_a_numpy_scale_runs_like_a_float(device):
     outputs = []
     for value in (np.float32(0.15), float(np.float32(0.15))):
         args = kernel_args(device, batch=1)

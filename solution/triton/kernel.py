@@ -27,16 +27,28 @@ import operator
 import triton
 import triton.language as tl
 
-from .shared import (HEAD_SIZE, NUM_Q_HEADS, NUM_V_HEADS, Launcher, LaunchRow, delta_rule_step, expect, expect_all,
-                     expect_indices, expect_pool, expect_rank, expect_write_indices, expected_specs,
+from .shared import (HEAD_SIZE, NUM_Q_HEADS, NUM_V_HEADS, Launcher, LaunchRow, arch_key, delta_rule_step, expect,
+                     expect_all, expect_indices, expect_pool, expect_rank, expect_write_indices, expected_specs,
                      launch_config, pool_slots, scale_value, step_gates)
 
-# Launch configuration per batch size, rows in increasing max_batch. Rewritten by
-# scripts/tune_launch.py --write from a sweep on a GPU.
-LAUNCH_TABLE = (
-    LaunchRow(max_batch=16, block_v=4, warps=1),
-    LaunchRow(max_batch=None, block_v=16, warps=1),
-)
+# Launch configuration per architecture (shared.arch_key) and batch size, rows in increasing
+# max_batch. scripts/tune_launch.py --write rewrites the rows of the GPU's architecture from a
+# sweep on it; sm100 has sm90's rows until a sweep on a B200 (docs/data/arch: they compile
+# there without spills). Triton's interpreter costs about 5 ms per program whatever its tile:
+# there, two 64-row tiles per head (a configuration the tuner also tries).
+LAUNCH_TABLES = {
+    "sm90": (
+        LaunchRow(max_batch=16, block_v=4, warps=1),
+        LaunchRow(max_batch=None, block_v=16, warps=1),
+    ),
+    "sm100": (
+        LaunchRow(max_batch=16, block_v=4, warps=1),
+        LaunchRow(max_batch=None, block_v=16, warps=1),
+    ),
+    "interpreter": (
+        LaunchRow(max_batch=None, block_v=64, warps=1),
+    ),
+}
 
 
 @triton.jit(do_not_specialize=["pool_size"])
@@ -114,8 +126,8 @@ def _constexprs(has_state, pooled, block_v):
 def _plan(batch, has_state, launch_table):
     """Everything a call at this batch size needs besides the tensors: the expected
     (shape, dtype) per argument in ARG_NAMES order, the grid, the constexpr arguments as
-    (name, value) pairs and the warps. `launch_table` is part of the cache key so that a new
-    LAUNCH_TABLE applies."""
+    (name, value) pairs and the warps. `launch_table` (the architecture's LAUNCH_TABLES row) is
+    part of the cache key so that a new table applies."""
     block_v, num_warps = launch_config(batch, launch_table)
     grid = (HEAD_SIZE // block_v, batch * NUM_V_HEADS, 1)
     return expected_arguments(batch), grid, _constexprs(has_state, False, block_v), num_warps
@@ -147,7 +159,7 @@ def kernel(q, k, v, state, A_log, a, dt_bias, b, scale, output, new_state):
     """
     batch, device = expect_rank("q", q, Q_DIMS)[0], q.device
     tensors = (q, k, v, state, A_log, a, dt_bias, b, output, new_state)
-    expected, grid, constexprs, num_warps = _plan(batch, state is not None, LAUNCH_TABLE)
+    expected, grid, constexprs, num_warps = _plan(batch, state is not None, LAUNCH_TABLES[arch_key(device)])
     ptrs = _pointers(tensors, expected, device)
     if ptrs is None:
         expect_all(ARG_NAMES, tensors, expected, device)
@@ -194,7 +206,7 @@ def pooled_decode(q, k, v, state_pool, read_indices, A_log, a, dt_bias, b, scale
     scale = scale_value(scale)
     if batch == 0:
         return
-    block_v, num_warps = launch_config(batch, LAUNCH_TABLE)
+    block_v, num_warps = launch_config(batch, LAUNCH_TABLES[arch_key(device)])
     grid = (HEAD_SIZE // block_v, batch * NUM_V_HEADS, 1)
     tensors = (q, k, v, state_pool, A_log, a, dt_bias, b, output, state_pool, read_indices, write_indices)
     ptrs = tuple(t.data_ptr() for t in tensors)

@@ -39,15 +39,25 @@ import torch
 import triton
 import triton.language as tl
 
-from .shared import (HEAD_SIZE, NUM_Q_HEADS, NUM_V_HEADS, LaunchRow, delta_rule_step, expect, expect_indices,
-                     expect_pool, expect_rank, expected_specs, launch_config, scale_value, step_gates)
+from .shared import (HEAD_SIZE, NUM_Q_HEADS, NUM_V_HEADS, Launcher, LaunchRow, arch_key, delta_rule_step, expect,
+                     expect_indices, expect_pool, expect_rank, expected_specs, launch_config, scale_value, step_gates)
 
-# Launch configuration per batch size, rows in increasing max_batch (decode's, not yet tuned
-# for T tokens per program: scripts/tune_launch.py --definition mtp --write, on a GPU).
-LAUNCH_TABLE = (
-    LaunchRow(max_batch=16, block_v=4, warps=1),
-    LaunchRow(max_batch=None, block_v=16, warps=1),
-)
+# Launch configuration per architecture (shared.arch_key) and batch size, rows in increasing
+# max_batch: decode's (kernel.py), not yet tuned for T tokens per program (scripts/tune_launch.py
+# --definition mtp --write, on a GPU, rewrites its architecture's rows).
+LAUNCH_TABLES = {
+    "sm90": (
+        LaunchRow(max_batch=16, block_v=4, warps=1),
+        LaunchRow(max_batch=None, block_v=16, warps=1),
+    ),
+    "sm100": (
+        LaunchRow(max_batch=16, block_v=4, warps=1),
+        LaunchRow(max_batch=None, block_v=16, warps=1),
+    ),
+    "interpreter": (
+        LaunchRow(max_batch=None, block_v=64, warps=1),
+    ),
+}
 
 
 @triton.jit(do_not_specialize=["pool_size"])
@@ -96,6 +106,9 @@ def _gdn_mtp_kernel(
 
 
 # --- Host side: checks, configuration, launch --------------------------------------------
+# Launches after the first of a configuration skip Triton's per-call binding (shared.Launcher).
+_launcher = Launcher(_gdn_mtp_kernel)
+
 
 _NAMES = ("q", "k", "v", "A_log", "a", "dt_bias", "b", "output")  # the arguments expected_specs checks
 
@@ -130,13 +143,12 @@ def _launch(q, k, v, pool, indices, A_log, a, dt_bias, b, scale, states, output,
     batch, steps = q.shape[:2]
     if batch == 0 or steps == 0:
         return
-    block_v, num_warps = launch_config(batch, LAUNCH_TABLE)
-    grid = (HEAD_SIZE // block_v, batch * NUM_V_HEADS)
-    _gdn_mtp_kernel[grid](
-        q, k, v, pool, indices, A_log, a, dt_bias, b, output, states, scale, pool_size,
-        T=steps, NEGATIVE_WRAPS=negative_wraps, HAS_STATES=states is not None,
-        HQ=NUM_Q_HEADS, HV=NUM_V_HEADS, D=HEAD_SIZE, BV=block_v, num_warps=num_warps,
-    )
+    block_v, num_warps = launch_config(batch, LAUNCH_TABLES[arch_key(q.device)])
+    grid = (HEAD_SIZE // block_v, batch * NUM_V_HEADS, 1)
+    constexprs = (("T", steps), ("NEGATIVE_WRAPS", negative_wraps), ("HAS_STATES", states is not None),
+                  ("HQ", NUM_Q_HEADS), ("HV", NUM_V_HEADS), ("D", HEAD_SIZE), ("BV", block_v))
+    _launcher.launch(grid, (q, k, v, pool, indices, A_log, a, dt_bias, b, output, states, scale, pool_size),
+                     constexprs, num_warps, q.device.index, specialization=(indices.dtype,))
 
 
 _DEFINITION_NAMES = ("initial_state", "initial_state_indices", "intermediate_states_buffer")

@@ -1,7 +1,8 @@
 """What the Triton submission files share: head sizes, the in-kernel gates (softplus, gates) and
 delta-rule step, the launch-table row, the argument checks (one shape table for every
 definition's arguments, expected_specs; the rank check, expect_rank), the pooled calls' index
-rule (pool_slots), the scale rule and the fast launch path.
+rule (pool_slots), the scale rule, the fast launch path and the recording of launches (for
+tools: nothing launches).
 
 The evaluator packs every top-level file of solution/triton/ into each submission and imports
 the entry file as a module of that package (flashinfer-bench's Python builder: 0.1.2 and
@@ -14,6 +15,7 @@ import math
 import numbers
 import operator
 import os
+import weakref
 from typing import NamedTuple
 
 import torch
@@ -42,7 +44,13 @@ def arch_key(device):
         return capability_arch(_PLANNING_FOR[-1])
     if device.type != "cuda":
         return "interpreter"
-    return capability_arch(torch.cuda.get_device_capability(device))
+    return _cuda_arch(device.index)
+
+
+@functools.lru_cache(maxsize=None)
+def _cuda_arch(index):
+    """arch_key of CUDA device `index`, asked of the driver once (decode's launch path asks per call)."""
+    return capability_arch(torch.cuda.get_device_capability(index))
 
 
 def capability_arch(capability):
@@ -69,7 +77,7 @@ class planning_for:
 
 
 class LaunchRow(NamedTuple):
-    """One row of a launch table by batch size (kernel.py's and mtp.py's LAUNCH_TABLE): batch
+    """One row of a launch table by batch size (kernel.py's and mtp.py's LAUNCH_TABLES): batch
     sizes up to max_batch (None: any larger one, the last row) run with block_v state rows per
     program and `warps` warps per program."""
     max_batch: int | None
@@ -295,6 +303,7 @@ class Launcher:
         # metadata, three None), constexpr values),
         # or False where the launcher does not take the arguments
         self.compiled = {}
+        _LAUNCHERS.add(self)
 
     def prepare(self, grid, args, constexprs, num_warps, device_index, lowered_args=None, specialization=()):
         """The launch of fn[grid](*args, **dict(constexprs), num_warps=num_warps) on device
@@ -346,6 +355,55 @@ class Launcher:
             stream_of = _direct_stream(compiled, key[0], (*raw, *values))
             head = (compiled.function, compiled.packed_metadata, None, None, None)
             self.compiled[key] = stream_of and (compiled.run, stream_of, head, values)
+
+
+class LaunchRecord(NamedTuple):
+    """A launch as recording_launches records it: the @triton.jit function, the grid (three
+    sizes), its runtime arguments as given (tensors, numbers, None; in parameter order), its
+    constexprs as (name, value) pairs in parameter order, and the warps."""
+    fn: object
+    grid: tuple
+    args: tuple
+    constexprs: tuple
+    num_warps: int
+
+
+_LAUNCHERS = weakref.WeakSet()  # every Launcher of this module's package, for recording_launches
+_RECORDS = []  # the lists recording_launches records into (a stack: the last one is in force)
+
+
+class _RecordingLauncher(Launcher):
+    """What a Launcher is while recording_launches is in force: its launches are recorded, not
+    made (the class of every Launcher is swapped, so that a normal launch checks nothing)."""
+
+    def prepare(self, grid, args, constexprs, num_warps, device_index, lowered_args=None, specialization=()):
+        """A function of no arguments that records the launch (see Launcher.prepare)."""
+        record = LaunchRecord(self.fn, tuple(grid), tuple(args), constexprs, num_warps)
+        return lambda: _RECORDS[-1].append(record)
+
+    def launch(self, grid, args, constexprs, num_warps, device_index, lowered_args=None, specialization=()):
+        """Record the launch (see Launcher.launch)."""
+        self.prepare(grid, args, constexprs, num_warps, device_index)()
+
+
+class recording_launches:
+    """Context manager: inside it, every launch of a Launcher of this package is recorded into
+    the list it returns (LaunchRecord, in launch order) and nothing is launched or compiled,
+    whatever the tensors' device, so that a tool (the architecture report, the tuner) can ask an
+    entry point which launches a call makes; with planning_for, on a GPU it does not have."""
+
+    def __enter__(self):
+        self.launches = []
+        _RECORDS.append(self.launches)
+        for launcher in _LAUNCHERS:
+            launcher.__class__ = _RecordingLauncher
+        return self.launches
+
+    def __exit__(self, *exc):
+        _RECORDS.pop()
+        if not _RECORDS:
+            for launcher in _LAUNCHERS:
+                launcher.__class__ = Launcher
 
 
 def _direct_stream(compiled, device_index, args):
