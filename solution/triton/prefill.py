@@ -112,17 +112,16 @@ class PrepRow(NamedTuple):
 # sm_100 (docs/sm100.md). Triton's tcgen05 path (4 or more warps) computed tl.dot recurrences
 # wrongly or nondeterministically on sm_100/sm_103 (triton #9871, #10590, #10821, PR #10993),
 # every failing set with 2 or 3 stages; PR #10993 names one stage unaffected. So every kernel
-# runs one stage on sm_100, at 4 warps (Hopper's widths; forced onto an H200 within 8 % of the
-# Hopper plan on the long rows, docs/perf.md item 20). The 2-warp plan (mma.sync, no tcgen05)
-# that landed before costs 2.2x on the long rows with these kernels and spills (item 20). The
-# prep at 8 warps: no spills on sm_100a (4 warps spill there); its products carry nothing
-# across a loop (its inverse is unrolled), outside every reported trigger.
+# runs one stage on sm_100, at 4 warps with Hopper's widths: forced onto an H200 within 8 % of
+# the Hopper plan on the long rows (docs/perf.md item 20). The 2-warp plan (mma.sync, no
+# tcgen05) that landed before costs 2.2x on the long rows with these kernels and spills more;
+# the prep at 8 warps spills nothing on sm_100a but costs 22-35 % on those rows (item 20).
 PREP_TABLE = {
     "sm90": (
         PrepRow(max_blocks=None, warps=4),
     ),
     "sm100": (
-        PrepRow(max_blocks=None, warps=8),
+        PrepRow(max_blocks=None, warps=4),
     ),
     "interpreter": (
         PrepRow(max_blocks=None, warps=4),
