@@ -55,7 +55,7 @@ from .prefill_prep import GATE_ROWS, chunk_prep_kernel
 from .prefill_spans import SpanSettings, span_plan
 from .prefill_walk import token_walk_kernel
 from .shared import (HEAD_SIZE, INTERPRETED, NUM_Q_HEADS, NUM_V_HEADS, Launcher, arch_key, expect, expect_all,
-                     expect_indices, expect_pool, expect_write_indices, scale_value)
+                     expect_indices, expect_pool, expect_rank, expect_write_indices, expected_specs, scale_value)
 
 # --- Tuning surface: every setting and launch table, chosen in _plan ----------------------
 # Measured on H100 and H200 (docs/perf.md, prefill items 17-20).
@@ -272,33 +272,21 @@ def _within(value, bound):
     return bound is None or value <= bound
 
 
-def _expected(total, num_seqs):
-    """(shape, dtype) of each argument in _ARG_NAMES order for T tokens and N sequences."""
-    bf16, f32 = torch.bfloat16, torch.float32
-    qk, per_v = (total, NUM_Q_HEADS, HEAD_SIZE), (total, NUM_V_HEADS, HEAD_SIZE)
-    state = (num_seqs, NUM_V_HEADS, HEAD_SIZE, HEAD_SIZE)
-    gates, params = (total, NUM_V_HEADS), (NUM_V_HEADS,)
-    return ((qk, bf16), (qk, bf16), (per_v, bf16), (state, f32), (params, f32), (gates, bf16), (params, f32),
-            (gates, bf16), ((num_seqs + 1,), torch.int64), (per_v, bf16), (state, f32))
-
-
 def _check(tensors):
     """(T, N, device) from q and cu_seqlens; ValueError naming the first bad argument."""
     total, num_seqs, device = _sizes(tensors[0], tensors[_ARG_NAMES.index("cu_seqlens")])
-    expect_all(_ARG_NAMES, tensors, _expected(total, num_seqs), device)
+    expect_all(_ARG_NAMES, tensors, expected_specs(_ARG_NAMES, (total,), num_seqs), device)
     return total, num_seqs, device
 
 
 def _sizes(q, cu_seqlens):
     """(T, N, device) from q [T, 4, 128] and cu_seqlens [N + 1]; ValueError naming the first of
     them that is not a tensor of that rank."""
-    if not isinstance(q, torch.Tensor) or q.dim() != 3:
-        got = f"shape {list(q.shape)}" if isinstance(q, torch.Tensor) else type(q).__name__
-        raise ValueError(f"q: expected a [T, {NUM_Q_HEADS}, {HEAD_SIZE}] tensor, got {got}")
+    total = expect_rank("q", q, ("T", NUM_Q_HEADS, HEAD_SIZE))[0]
     if not isinstance(cu_seqlens, torch.Tensor) or cu_seqlens.dim() != 1 or cu_seqlens.numel() == 0:
         got = f"shape {list(cu_seqlens.shape)}" if isinstance(cu_seqlens, torch.Tensor) else type(cu_seqlens).__name__
         raise ValueError(f"cu_seqlens: expected a 1-D tensor [N + 1], got {got}")
-    return q.shape[0], cu_seqlens.shape[0] - 1, q.device
+    return total, cu_seqlens.shape[0] - 1, q.device
 
 
 def _resolve_scale(scale, device):
@@ -403,7 +391,7 @@ def pooled_prefill(q, k, v, state_pool, read_indices, A_log, a, dt_bias, b, cu_s
     bad argument.
     """
     total, num_seqs, device = _sizes(q, cu_seqlens)
-    expected = dict(zip(_ARG_NAMES, _expected(total, num_seqs)))
+    expected = dict(zip(_ARG_NAMES, expected_specs(_ARG_NAMES, (total,), num_seqs)))
     for name, t in (("q", q), ("k", k), ("v", v)):
         expect(name, t, *expected[name], device)
     pool_size = expect_pool("state_pool", state_pool, device)

@@ -25,7 +25,7 @@ import triton
 import triton.language as tl
 
 from .prefill_common import cu_seqlens_load, cu_seqlens_ok, mark_rows, output_scale
-from .shared import softplus
+from .shared import gates
 
 # Rows of a block's gates: e^G, scale e^G, e^(G_end - G), e^G_end (a constexpr the kernels read).
 GATE_ROWS = tl.constexpr(4)
@@ -87,8 +87,8 @@ def block_setup(
         k = k.to(tl.float32)
         q = q.to(tl.float32)
 
-    g = tl.where(valid, -tl.exp(A_log) * softplus(a.to(tl.float32) + dt_bias), 0.0).to(tl.float64)
-    beta = 1.0 / (1.0 + tl.exp(-b.to(tl.float32)))
+    log_g, beta = gates(A_log, a.to(tl.float32), dt_bias, b.to(tl.float32))
+    g = tl.where(valid, log_g, 0.0).to(tl.float64)
     G, _ = tl.associative_scan((g, seg), 0, _segment_sum)
     after, _ = tl.associative_scan((g, seg), 0, _segment_sum, reverse=True)
     causal = (seg[:, None] == seg[None, :]) & (i[None, :] <= i[:, None])

@@ -6,7 +6,7 @@ import triton.language as tl
 
 from .prefill_common import (cu_seqlens_load, cu_seqlens_ok, even_part, mark_rows, output_scale, sequence_bounds,
                              state_offsets)
-from .shared import pool_slots, softplus
+from .shared import gates, pool_slots
 
 
 @triton.jit
@@ -84,7 +84,7 @@ def token_walk_kernel(
         s = tl.load(state_ptr + read_offs)
     else:
         s = tl.zeros([BV, D], dtype=tl.float32)
-    rate = -tl.exp(tl.load(A_log_ptr + head))
+    A_log = tl.load(A_log_ptr + head)
     dt_bias = tl.load(dt_bias_ptr + head)
     scale = output_scale(scale, scale_ptr, SCALE_FROM_PTR, D)
     if bos != guess:
@@ -93,8 +93,8 @@ def token_walk_kernel(
         q_c, k_c, v_c, a_c, b_c = q, k, v, a, b
         q, k, v, a, b = _token_tile(q_ptr, k_ptr, v_ptr, a_ptr, b_ptr, start + CT, eos, head, offs_k, cols,
                                     HQ, HV, D, CT)
-        g = tl.exp(rate * softplus(a_c + dt_bias))
-        beta = 1.0 / (1.0 + tl.exp(-b_c))
+        log_g, beta = gates(A_log, a_c, dt_bias, b_c)
+        g = tl.exp(log_g)
         qk = tl.sum(q_c.to(tl.float32) * k_c.to(tl.float32), axis=1)
         for j in tl.static_range(CT):
             if start + j < eos:
