@@ -2,8 +2,11 @@
 (gdn_bench.table_tuning does it): prefill.py's tables of named rows, one TableSweep each in
 SWEEPS. A sweep names the table and its bound fields, the settings to try and the call shapes
 to time; a probe's point is computed as prefill.py computes what it compares with the bounds.
-When prefill.py's tables change, this file changes with them, and only this file.
+When prefill.py's tables change, this file changes with them, and only this file. Each table is
+a dict by architecture (shared.arch_key): a sweep tunes and rewrites the rows of the GPU's.
 
+- PREP_TABLE (bound max_blocks: the call's blocks of CHUNK tokens): the prep's warps, on the
+  chunked path's calls;
 - PASS_TABLE (bound max_pieces: (sequence, span) pieces of the span pass's grid): the
   chunked path's calls, from many mid-length sequences (one span each, pieces = N) to long
   single sequences (cut into spans: pieces = spans);
@@ -89,7 +92,13 @@ def _walk_candidates(module) -> list[dict]:
             for bv, w, t in itertools.product((2, 4, 8, 16, 32), (1, 2, 4), (1, 2, 4, 8)) if _fills_vectors(bv, w)]
 
 
+def _prep_probes(module) -> list[Probe]:
+    return [_probe(t, n, (triton.cdiv(t, module.CHUNK),)) for t, n in PASS_SHAPES]
+
+
 SWEEPS = {
+    "PREP_TABLE": TableSweep(table="PREP_TABLE", bounds=("max_blocks",),
+                             candidates=lambda module: [dict(warps=w) for w in (2, 4, 8)], probes=_prep_probes),
     "PASS_TABLE": TableSweep(table="PASS_TABLE", bounds=("max_pieces",), candidates=_launch_candidates,
                              probes=_pass_probes),
     "SUMMARY_TABLE": TableSweep(table="SUMMARY_TABLE", bounds=("max_pieces",), candidates=_launch_candidates,

@@ -20,7 +20,7 @@ import argparse
 import os
 import sys
 
-from gdn_bench.arguments import add_root_argument, chosen_project, output_folder, positive_int
+from gdn_bench.arguments import ScriptParser, add_root_argument, chosen_project, output_folder, positive_int
 from gdn_bench.paths import checkout_of
 
 
@@ -35,7 +35,7 @@ def _architectures(text: str) -> list[str]:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ScriptParser("arch_report", description=__doc__)
     parser.add_argument("--arch", type=_architectures, default="sm_90a,sm_100a,sm_103a",
                         help="architectures, comma-separated (default: sm_90a,sm_100a,sm_103a)")
     parser.add_argument("--jobs", type=positive_int, default=os.cpu_count() or 1,

@@ -8,7 +8,7 @@ architecture (shared.arch_key) gets the rows of this GPU's; a single table serve
                                   [--batch-sizes 1,4,... | --seq-lens 6,8192,...] [--write] [--out FILE]
 
 The tables and their probes: gdn_bench/decode_tuning.py (LAUNCH_TABLES of kernel.py, per batch
-size), gdn_bench/prefill_tuning.py (prefill.py's PASS_TABLE, SUMMARY_TABLE, FIXUP_TABLE and WALK_TABLE) and
+size), gdn_bench/prefill_tuning.py (prefill.py's PREP_TABLE, PASS_TABLE, SUMMARY_TABLE, FIXUP_TABLE and WALK_TABLE) and
 gdn_bench/mtp_tuning.py (LAUNCH_TABLES of mtp.py, per batch size). --table picks
 some (default: all of the definition's); --batch-sizes / --seq-lens keep the probes of those
 sizes. --write replaces the tables in the submission file; the sweep itself goes to --out

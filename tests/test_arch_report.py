@@ -86,19 +86,19 @@ def _row(**changes) -> dict:
     return dict(row, **changes)
 
 
-TOLERATED = arch_report.TOLERATED_SPILLS["sm100"]["_span_pass_kernel"]
+TOLERATED = arch_report.TOLERATED_SPILLS["sm100"]["span_pass_kernel"]
 
 
 @pytest.mark.parametrize("changes, found", [
     ({}, []),
     ({"spill_stores": 4, "spill_loads": 0}, ["spills 4 B stored, 0 B loaded per thread"]),
-    ({"kernel": "_span_pass_kernel", "spill_stores": TOLERATED, "spill_loads": TOLERATED, "mma": "mma.sync"}, []),
-    ({"kernel": "_span_pass_kernel", "spill_stores": 4, "spill_loads": TOLERATED + 4, "mma": "mma.sync"},
+    ({"kernel": "span_pass_kernel", "spill_stores": TOLERATED, "spill_loads": TOLERATED, "mma": "tcgen05"}, []),
+    ({"kernel": "span_pass_kernel", "spill_stores": 4, "spill_loads": TOLERATED + 4, "mma": "tcgen05"},
      [f"spills 4 B stored, {TOLERATED + 4} B loaded per thread (TOLERATED_SPILLS: {TOLERATED})"]),
     ({"smem": arch_report.SHARED_MEMORY_LIMIT + 1},
      [f"shared memory {arch_report.SHARED_MEMORY_LIMIT + 1} B > {arch_report.SHARED_MEMORY_LIMIT} B"]),
-    ({"kernel": "_chunk_prep_kernel", "mma": "mma.sync"}, ["MMA mma.sync, expected tcgen05 (EXPECTED_MMA)"]),
-    ({"plan": "sm90", "kernel": "_span_pass_kernel", "mma": "mma.sync"}, ["MMA mma.sync, expected wgmma (EXPECTED_MMA)"]),
+    ({"kernel": "span_pass_kernel", "mma": "mma.sync"}, ["MMA mma.sync, expected tcgen05 (EXPECTED_MMA)"]),
+    ({"plan": "sm90", "kernel": "span_pass_kernel", "mma": "mma.sync"}, ["MMA mma.sync, expected wgmma (EXPECTED_MMA)"]),
     ({"kernel": "_new_kernel"}, ["a kernel gdn_bench.arch_launches.SETTINGS does not name"]),
 ], ids=["clean", "spill", "tolerated", "beyond-tolerated", "shared-memory", "no-tcgen05", "no-wgmma", "unnamed"])
 def test_the_checks_of_a_row(changes, found):
