@@ -19,13 +19,15 @@ Two paths, chosen in _plan from T and N only:
   (prefill_walk), the recurrence token by token as decode does it, one launch.
 - The chunked path: blocks of C = 64 tokens, the state carried block by block with three
   products in sequence per block (prefill_carry has the algebra).
-  1. prefill_prep: every block's Tb = (I + A)^-1 diag(beta), M and gates, all in parallel;
+  1. prefill_prep: every block's Tb = (I + A)^-1 diag(beta), M, gates and float16 copies of
+     k and q, all in parallel;
   2. with spans (long sequences, prefill_spans has the rule), prefill_maps: each span's affine
      map of the state (summary), then the states entering the spans in order (fix-up);
   3. prefill_pass: one program per (sequence, span, value head, BV columns of V) carries the
-     state through its blocks and writes the outputs, every operand made on chip from q, k,
-     v and the prep's tiles; without spans that is the fused path, the whole sequence per
-     program.
+     state through its blocks and writes the outputs, every other operand made on chip from
+     those and v; without spans that is the fused path, the whole sequence per program. The
+     rule for spans (sequences of SPAN_MIN_TOKENS or more on average) is v2's, kept: the fused
+     path takes every call of the contest's many-sequence shapes (tests/test_prefill_stages.py).
 
 Precision. Every product on the tensor cores takes float16 operands and accumulates in
 float32; the state stays in float32 registers and is rounded to float16 only as an operand.
