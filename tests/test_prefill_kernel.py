@@ -29,13 +29,6 @@ sub = load_solution_file(PREFILL.submission_entry(), "gdn_prefill_submission")
 PATHS_AGREE = 1e-2
 
 
-@pytest.fixture
-def production_launches(monkeypatch):
-    """Launches forced by a test into the tables' "interpreter" rows run as given: in the
-    interpreter every kernel otherwise runs with the state's whole width per program."""
-    return monkeypatch
-
-
 def _random_calls(rng: random.Random, sequences: int) -> list[list[int]]:
     """Calls of 2..12 sequences, lengths 0..90 (about one in six empty), until they hold at
     least `sequences` sequences in all."""
@@ -91,7 +84,7 @@ def _force_launch(monkeypatch, table, launch):
 
 
 @pytest.mark.parametrize("name", PRODUCTION_LAUNCHES)
-def test_every_production_launch(name, device, monkeypatch, production_launches):
+def test_every_production_launch(name, device, monkeypatch):
     """Each production Launch (every row of the span pass's, the summary's and the fix-up's
     tables, every GPU architecture's), forced onto a small call with spans: several sequences,
     one of them empty. (On a GPU, a launch of another architecture's table runs on this one:
@@ -255,7 +248,7 @@ PRODUCTION_WALKS = sorted({launch for arch in GPU_ARCHITECTURES if arch in sub.W
 
 
 @pytest.mark.parametrize("row", range(len(PRODUCTION_WALKS)))
-def test_every_production_walk_launch(row, device, monkeypatch, production_launches):
+def test_every_production_walk_launch(row, device, monkeypatch):
     """Each launch of WALK_TABLE (every GPU architecture's), forced onto a small call (a few
     programs' worth in the interpreter)."""
     for arch in sub.WALK_TABLE:

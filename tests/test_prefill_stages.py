@@ -4,6 +4,7 @@ definitions, the host's and the device's span plans agreeing, the fused path (no
 program walks a whole sequence) against the float64 reference on its own, and the rule that
 picks the path on the shapes it was measured on."""
 
+import importlib
 import random
 
 import pytest
@@ -22,8 +23,8 @@ from gdn_bench.shapes import NUM_V_HEADS as HV
 from helpers import DEVICE, SEED
 
 sub = load_solution_file(PREFILL.submission_entry(), "gdn_prefill_stages")
-prep = __import__("gdn_prefill_stages.prefill_prep", fromlist=["unit_lower_inverse"])
-spans = __import__("gdn_prefill_stages.prefill_spans", fromlist=["sequence_span"])
+prep = importlib.import_module("gdn_prefill_stages.prefill_prep")
+spans = importlib.import_module("gdn_prefill_stages.prefill_spans")
 C = sub.CHUNK
 
 
@@ -93,7 +94,7 @@ def test_the_prep_writes_its_definitions():
             for name, tile in want.items():
                 got = s[name].view(blocks, HV, C, C)[block, head, :n, :n].double().cpu()
                 assert (got - tile).abs().max() <= 2e-3 * tile.abs().max(), (name, block, head)
-            gates = s["gates"].view(blocks * HV, 4, C)[slot, :, :n].double().cpu()
+            gates = s["gates"].view(blocks * HV, prep.GATE_ROWS.value, C)[slot, :, :n].double().cpu()
             rows_want = torch.stack([torch.exp(G), scale * torch.exp(G), torch.exp(G[-1] - G), torch.exp(G[-1]).expand(n)])
             torch.testing.assert_close(gates, rows_want, rtol=1e-5, atol=1e-7)
         for name, source in (("k16", k), ("q16", q)):

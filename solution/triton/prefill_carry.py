@@ -15,9 +15,10 @@ float16 operands are k and q as they are (the prep's float16 copies of the bfloa
 H, X, Delta and the prep's Tb and M. All log-decays are differences G_i - G_j <= 0
 taken before exp, so long or strong decays underflow to 0, never to NaN.
 
-The products are five per block, each a fresh accumulator (no tl.dot accumulates into
-another's result: on sm_100 Triton's tcgen05 path has computed such chains wrongly, see
-docs/sm100.md). The sequential chain per block is K H -> Tb X -> K^T Delta.
+The products are five per block; the sequential chain per block is K H -> Tb X -> K^T Delta.
+Written as separate products, the sums `a + tl.dot(...)` are still folded into the product's
+accumulator by Triton (CombineOps), so on sm_100, where Triton's tcgen05 path has computed
+such loop-carried accumulators wrongly with 2-3 stages, the guard is one stage (docs/sm100.md).
 """
 
 import triton

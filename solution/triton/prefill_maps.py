@@ -76,8 +76,7 @@ def span_fixup_kernel(
     STAGES: tl.constexpr,
 ):
     """One (sequence, value head, BV columns of V): the state entering each span of the
-    sequence from the spans' maps, in order: H_1 = N_0, H_{j+1} = P_j H_j + N_j (the product
-    a fresh accumulator, N added after); H_j goes to enter slot (sequence J + j). The only
+    sequence from the spans' maps, in order: H_1 = N_0, H_{j+1} = P_j H_j + N_j; H_j goes to enter slot (sequence J + j). The only
     sequential part over a long sequence: one [D, D] x [D, BV] product per span."""
     v_tile = tl.program_id(0)
     head = tl.program_id(1)
