@@ -13,6 +13,7 @@ import importlib
 import importlib.machinery
 import importlib.util
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -43,6 +44,9 @@ class Algo:
     # Timed after every other algorithm: running it changes how other kernels time in the
     # same process (docs/perf.md, "Notes moved from the code").
     time_last: bool = False
+    # A Python loop of small launches (the pt-references): its launches per call from the
+    # workload's axes, which set its time (gdn_bench.run_estimate); None for a kernel or few.
+    launches: Callable[[dict], int] | None = None
 
     def resolved_config(self) -> SolutionConfig:
         """The SolutionConfig to pack (raises PackError if config.toml is broken)."""

@@ -89,7 +89,19 @@ def header(results: Results, summary: Summary) -> list[str]:
     else:
         lines += _reference_lines(meta, summary)
         lines.append(HARNESS_NOTE + ("\n" + FLOOR_NOTE if spec.floor_shape is not None else ""))
+        lines += _loop_lines(meta)
     return lines
+
+
+def _loop_lines(meta: dict) -> list[str]:
+    """How the Python-loop algorithms were timed, when any ran (gdn_bench.run_estimate)."""
+    loop, harness = meta.get("loop_harness"), meta.get("harness")
+    if not loop:
+        return []
+    return [f"loops    = Python-loop algorithms (pt-reference) ran through the Benchmark with warm-up/iterations/"
+            f"trials {loop['warmup']}/{loop['iterations']}/{loop['trials']}",
+            f"{INDENT}(the others: {harness['warmup']}/{harness['iterations']}/{harness['trials']}); their kernel µs "
+            "is the median of as few as 3 profiled calls."]
 
 
 def _reference_lines(meta: dict, summary: Summary) -> list[str]:

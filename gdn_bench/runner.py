@@ -40,7 +40,8 @@ from gdn_bench.packing import PackError
 from gdn_bench.paths import harness_outside_project, project_root
 from gdn_bench.reference_times import ReferenceTimes, collect, default_file
 from gdn_bench.results import Results, Row
-from gdn_bench.timing import TimingError, copy_floor_us, kernel_time_us
+from gdn_bench.run_estimate import estimate_line, loop_harness
+from gdn_bench.timing import TimingError, bounded_kernel_time_us, copy_floor_us, kernel_time_us
 
 
 @dataclass
@@ -140,6 +141,20 @@ def harness_settings(settings: RunSettings) -> dict:
     return {name: getattr(default, name) if value is None else value for name, value in given.items()}
 
 
+def given_harness(settings: RunSettings) -> dict:
+    """The warm-up / iterations / trials the run was given, None where it was not."""
+    return {"warmup": settings.warmup, "iterations": settings.iterations, "trials": settings.trials}
+
+
+def harness_passes(settings: RunSettings, algos) -> list[tuple[list[str], dict]]:
+    """The Benchmark's passes: (algorithm names, warm-up / iterations / trials) for the kernels
+    together with harness_settings' counts, then one per Python-loop algorithm (Algo.launches)
+    with run_estimate.loop_harness's; passes with no algorithm are left out."""
+    kernels = [a.name for a in algos if a.launches is None]
+    loops = [([a.name], loop_harness(given_harness(settings))) for a in algos if a.launches is not None]
+    return ([(kernels, harness_settings(settings))] if kernels else []) + loops
+
+
 def _str_or_none(value) -> str | None:
     return None if value is None else str(value)
 
@@ -183,6 +198,9 @@ def _meta(settings: RunSettings, trace_set: TraceSet, cpu: bool) -> dict:
         "versions": {p: version(p) for p in ("torch", "triton", "flashinfer-bench", "flashinfer-python",
                                                  "flash-linear-attention")},
         "harness": harness_settings(settings),
+        # The Python-loop algorithms' counts (gdn_bench.run_estimate), when any is selected.
+        "loop_harness": (loop_harness(given_harness(settings))
+                         if any(settings.spec.algos_by_name[n].launches for n in settings.algos) else None),
         "reference": {"mode": settings.reference, "file": _str_or_none(_reference_file(settings))},
     }
 
@@ -229,6 +247,8 @@ def run(settings: RunSettings) -> Results:
     trace_set = load_trace_set(settings.dataset or spec.default_dataset(not cpu), spec.name)
     workloads = select_workloads([t.workload for t in trace_set.workloads[spec.name]], settings, cpu)
     results = Results(meta=_meta(settings, trace_set, cpu))
+    if not cpu:
+        print(estimate_line(algos, workloads, results.meta["loop_harness"] or loop_harness(given_harness(settings))))
     # Read before any work, so that a broken file stops the run at once.
     times = None if cpu or settings.reference is None else _reference_times(settings)
     try:
@@ -305,28 +325,40 @@ def _run_gpu(settings, trace_set, workloads, solutions, results: Results) -> Non
 
 def _harness_tier(settings, trace_set, definition, workloads, solutions, rows: dict) -> None:
     """flashinfer-bench's Benchmark, one workload at a time (for progress), never dumping
-    traces: a Row per (algo, workload uuid) into `rows`. Its worker processes ignore Ctrl-C
-    (this process stops them when it closes the Benchmark)."""
-    bench_set = TraceSet(
-        root=trace_set.root,
-        definitions={definition.name: definition},
-        solutions={definition.name: list(solutions.values())},
-        workloads={definition.name: []},
-    )
-    harness = harness_settings(settings)
-    config = BenchmarkConfig(
-        warmup_runs=harness["warmup"], iterations=harness["iterations"], num_trials=harness["trials"],
-        log_dir=str(Path(settings.out) / "logs"), definitions=[definition.name], profile_baseline=False,
-    )
-    with stage("flashinfer-bench's Benchmark"), workers_ignore_ctrl_c():
-        _benchmark(Benchmark(bench_set, config), bench_set, definition, workloads, solutions, rows)
+    traces, in harness_passes' passes (a progress bar each, naming its algorithms): a Row per
+    (algo, workload uuid) into `rows`. Its worker processes ignore Ctrl-C (this process stops
+    them when it closes the Benchmark)."""
+    passes = harness_passes(settings, [settings.spec.algos_by_name[a] for a in solutions])
+    for names, harness in passes:
+        chosen = {name: solutions[name] for name in names}
+        bench_set = TraceSet(
+            root=trace_set.root,
+            definitions={definition.name: definition},
+            solutions={definition.name: list(chosen.values())},
+            workloads={definition.name: []},
+        )
+        config = BenchmarkConfig(
+            warmup_runs=harness["warmup"], iterations=harness["iterations"], num_trials=harness["trials"],
+            log_dir=str(Path(settings.out) / "logs"), definitions=[definition.name], profile_baseline=False,
+        )
+        with stage("flashinfer-bench's Benchmark"), workers_ignore_ctrl_c():
+            _benchmark(Benchmark(bench_set, config), bench_set, definition, workloads, chosen, rows,
+                       harness_label(names, harness, len(passes) > 1))
 
 
-def _benchmark(bench: Benchmark, bench_set: TraceSet, definition, workloads, solutions, rows: dict) -> None:
-    """Each workload through `bench` (closed at the end) into `rows`."""
+def harness_label(names: list[str], harness: dict, several: bool) -> str:
+    """The Benchmark's progress bar for a pass over `names`: flashinfer-bench, the algorithms,
+    and when the run has several passes, the pass's warm-up / iterations / trials."""
+    counts = f" ({harness['warmup']}/{harness['iterations']}/{harness['trials']})" if several else ""
+    return f"flashinfer-bench: {', '.join(names)}{counts}"
+
+
+def _benchmark(bench: Benchmark, bench_set: TraceSet, definition, workloads, solutions, rows: dict,
+               label: str) -> None:
+    """Each workload through `bench` (closed at the end) into `rows`, under a progress bar `label`."""
     by_solution_name = {s.name: algo for algo, s in solutions.items()}
     try:
-        for w in tqdm(workloads, desc="flashinfer-bench", unit="workload"):
+        for w in tqdm(workloads, desc=label, unit="workload"):
             bench_set.workloads[definition.name] = [Trace(definition=definition.name, workload=w)]
             try:
                 traces = bench.run_all(dump_traces=False).traces.get(definition.name, [])
@@ -356,22 +388,30 @@ def _benchmark(bench: Benchmark, bench_set: TraceSet, definition, workloads, sol
 
 def _kernel_tier(spec, definition, root, workloads, solutions, rows: dict, seed: int) -> None:
     """CUPTI kernel time for every (algorithm, workload) that passed, one algorithm at a time,
-    those marked `time_last` after the rest."""
+    those marked `time_last` after the rest, the progress bar naming the algorithm timed; a
+    Python-loop algorithm (Algo.launches) by the bounded timer (as few as 3 profiled calls)."""
     from flashinfer_bench.compile import BuilderRegistry
 
     registry = BuilderRegistry.get_instance()
     order = sorted(solutions, key=lambda a: spec.algos_by_name[a].time_last)
     todo = [(a, w) for a in order for w in workloads if rows[(a, w.uuid)].status == "PASSED"]
-    with stage("kernel time (CUPTI)"):
-        for algo, w in tqdm(todo, desc="kernel time (CUPTI)", unit="case"):
+    with stage("kernel time (CUPTI)"), tqdm(todo, desc="kernel time (CUPTI)", unit="case") as bar:
+        for algo, w in bar:
+            bar.set_description(kernel_label(algo), refresh=False)
             row = rows[(algo, w.uuid)]
             call = SolutionCall(definition, registry.build(definition, solutions[algo]),
                                 workload_inputs(definition, w, root, "cuda", seed), "cuda")
             try:
                 with torch.no_grad():
-                    row.kernel_us = kernel_time_us(call)
+                    row.kernel_us = (kernel_time_us(call) if spec.algos_by_name[algo].launches is None
+                                     else bounded_kernel_time_us(call)[0])
             except TimingError as e:
                 row.message = f"kernel timing failed: {e}"
+
+
+def kernel_label(algo: str) -> str:
+    """The kernel tier's progress bar while `algo` is timed."""
+    return f"kernel time (CUPTI): {algo}"
 
 
 def _reference_tier(settings: RunSettings, definition, root, workloads, times: ReferenceTimes,

@@ -4,12 +4,14 @@ inputs drawn in every gate regime, the scale kinds, the float64 check of one cal
 checked against it, valid and bad arguments; and the import check."""
 
 import ast
+import math
 import os
 import random
 from pathlib import Path
 
 import numpy as np
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from gdn_bench.checking import worst_margin
 from gdn_bench.definitions.decode.definition import DECODE
@@ -277,3 +279,40 @@ def imported_roots(path: Path):
             siblings = [node.module] if node.module else [alias.name for alias in node.names]
             assert node.level == 1 and all((path.parent / f"{name}.py").is_file() for name in siblings), \
                 f"{path.name}: {ast.unparse(node)} does not import a file beside it"
+
+
+# Launch counts on CPU (tests/test_run_estimate.py, tests/test_official_cli.py): every op but views.
+LAUNCHLESS_VIEWS = {"view", "_unsafe_view", "select", "slice", "unsqueeze", "transpose", "t", "expand",
+                    "as_strided", "detach", "alias", "squeeze", "permute", "_reshape_alias", "lift_fresh", "reshape"}
+
+
+class Launches(TorchDispatchMode):
+    """Counts the ops that launch a kernel on a GPU (views launch none)."""
+
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.count += func.overloadpacket.__name__ not in LAUNCHLESS_VIEWS
+        return func(*args, **(kwargs or {}))
+
+
+def mtp_inputs(batch, steps, pool):
+    """One mtp call's inputs (B, T, pool slots), seeded, on CPU, the buffer included."""
+    gen = torch.Generator().manual_seed(0)
+
+    def rand(*shape, dtype=torch.bfloat16):
+        return torch.randn(*shape, generator=gen).to(dtype)
+
+    return [rand(batch, steps, 4, 128), rand(batch, steps, 4, 128), rand(batch, steps, 8, 128),
+            rand(pool, 8, 128, 128, dtype=torch.float32), torch.randperm(pool, generator=gen)[:batch].to(torch.int32),
+            rand(8, dtype=torch.float32), rand(batch, steps, 8), rand(8, dtype=torch.float32), rand(batch, steps, 8),
+            1 / math.sqrt(128), torch.zeros(pool, steps, 8, 128, 128)]
+
+
+def counted_launches(run, inputs) -> int:
+    """How many ops of run(*inputs) would launch a kernel on a GPU."""
+    with Launches() as launches:
+        run(*inputs)
+    return launches.count

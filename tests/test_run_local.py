@@ -467,7 +467,8 @@ def test_a_workload_the_benchmark_fails_on_fails_alone():
     bench_set = TraceSet(root=trace_set.root, definitions={definition.name: definition},
                          workloads={definition.name: []})
     rows = {}
-    _benchmark(bench, bench_set, definition, workloads, {"ours": SimpleNamespace(name="ours")}, rows)
+    _benchmark(bench, bench_set, definition, workloads, {"ours": SimpleNamespace(name="ours")}, rows,
+               "flashinfer-bench")
     first, second = (rows[("ours", w.uuid)] for w in workloads)
     assert closed and first.status == second.status == "RUNTIME_ERROR"
     assert first.message == ("flashinfer-bench failed on this workload: ValueError: 'q' expected [1, 1, 4, 128], "

@@ -116,7 +116,7 @@ LIBRARY = "fla-lib"  # flash-linear-attention's kernel, what a user would otherw
 ALGOS = (
     Algo(SUBMISSION, "the submission: fused recurrent Triton kernel", NAME, None, "solution/triton"),
     Algo(REFERENCE, "PyTorch loop over batch and head", NAME, _config(REFERENCE),
-         "baselines/decode/pt_reference"),
+         "baselines/decode/pt_reference", launches=lambda axes: 22 * NUM_V_HEADS * axes["batch_size"]),
     Algo("pt-compiled", "torch.compile of the vectorized reference", NAME, _config("pt-compiled"),
          "baselines/decode/pt_compiled", time_last=True),
     Algo(BASELINE, "FlashInfer gated_delta_rule_decode_pretranspose (contest baseline)", NAME,

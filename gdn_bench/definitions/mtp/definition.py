@@ -27,6 +27,7 @@ from gdn_bench.algos import Algo, baseline_config
 from gdn_bench.definitions.spec import DefinitionSpec, Harness
 from gdn_bench.paths import EMBEDDED_PATH
 from gdn_bench.roles import BASELINE, REFERENCE
+from gdn_bench.shapes import NUM_V_HEADS
 
 if TYPE_CHECKING:  # flashinfer-bench is imported where it is used (gdn_bench.definitions.spec says why)
     from flashinfer_bench import Definition, TraceSet, Workload
@@ -65,7 +66,8 @@ ALGOS = (
     Algo(NO_COPY, "the submission's kernel, value-returning: the pool itself as final_state, no copy", NAME,
          _config(NO_COPY, language="triton", entry="mtp.py::run"), "solution/triton"),
     Algo(REFERENCE, "PyTorch loop over rows, tokens and heads (the official reference's loop)", NAME,
-         _config(REFERENCE), "baselines/mtp/pt_reference"),
+         _config(REFERENCE), "baselines/mtp/pt_reference",
+         launches=lambda axes: 22 * NUM_V_HEADS * axes["batch_size"] * axes["seq_len"]),  # counted on CPU
     Algo(BASELINE, "FlashInfer gated_delta_rule_mtp, pool not updated, the pool itself as final_state", NAME,
          _config(BASELINE), "baselines/mtp/fi_baseline", needs_gpu=True, min_compute_capability=(9, 0),
          requires=("flashinfer",)),

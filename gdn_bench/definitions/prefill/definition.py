@@ -124,7 +124,7 @@ ALGOS = (
     Algo(SUBMISSION, "the submission: chunked Triton prefill (solution/triton/prefill.py)", NAME, None,
          "solution/triton"),
     Algo(REFERENCE, "PyTorch loop over sequences and tokens", NAME, _config(REFERENCE),
-         "baselines/prefill/pt_reference"),
+         "baselines/prefill/pt_reference", launches=lambda axes: 24 * axes["total_seq_len"]),
     Algo(BASELINE, "FlashInfer chunk_gated_delta_rule, gates in torch (contest baseline)", NAME,
          _config(BASELINE), "baselines/prefill/fi_baseline", needs_gpu=True,
          min_compute_capability=(9, 0), requires=("flashinfer",)),
