@@ -33,7 +33,7 @@ from gdn_bench.packing import write_solution
 from gdn_bench.results import Results, speedups
 
 if TYPE_CHECKING:  # flashinfer-bench is imported where it is used: compare_fib_cli checks its arguments first
-    from flashinfer_bench import Solution, Trace, TraceSet
+    from flashinfer_bench import Definition, Solution, Trace, TraceSet
 
 DEFAULT_COUNT = 5
 # Issue 27's criterion: the CLI's reference time within this fraction of run_local's.
@@ -54,16 +54,17 @@ def pick_workloads(results: Results, count: int = DEFAULT_COUNT) -> list[str]:
 
 
 def write_cli_trace_set(root: Path, trace_set: TraceSet, definition: str, uuids: list[str],
-                        solution: Solution) -> TraceSet:
+                        solution: Solution, declared: Definition | None = None) -> TraceSet:
     """A trace set at `root` (a new folder) for flashinfer-bench's CLI: `definition` as
-    `trace_set` holds it, its workloads `uuids`, the blobs linked (blob/ -> the trace set's),
-    and `solution` under solutions/. Returns it as flashinfer-bench loads it."""
+    `trace_set` holds it (or `declared`, another declaration of it: the official one, say), its
+    workloads `uuids`, the blobs linked (blob/ -> the trace set's), and `solution` under
+    solutions/. Returns it as flashinfer-bench loads it."""
     from flashinfer_bench import TraceSet
 
     from gdn_bench.trace_cache import new_trace_set
 
     root.mkdir(parents=True)
-    chosen = new_trace_set(root, trace_set.definitions[definition])
+    chosen = new_trace_set(root, declared or trace_set.definitions[definition])
     by_uuid = {t.workload.uuid: t for t in trace_set.workloads[definition]}
     chosen.add_workload_traces([by_uuid[u] for u in uuids])
     if (Path(trace_set.root) / "blob").is_dir():
@@ -73,13 +74,16 @@ def write_cli_trace_set(root: Path, trace_set: TraceSet, definition: str, uuids:
 
 
 def cli_command(executable: str, root: Path, definition: str, solution: str, harness: dict,
-                isolated: bool) -> list[str]:
+                isolated: bool, profile_reference: bool = True) -> list[str]:
     """`flashinfer-bench run` on the trace set at `root`, one definition and one solution, with
-    run_local's warm-up / iterations / trials (`harness`), saving its traces under root/traces."""
+    run_local's warm-up / iterations / trials (`harness`), saving its traces under root/traces;
+    without `profile_reference`, the reference only makes the expected outputs
+    (--no-profile-baseline, flashinfer-bench main's flag): no speedup, every status all the same."""
     command = [executable, "run", "--local", str(root), "--definitions", definition, "--solutions", solution,
                "--warmup-runs", str(harness["warmup"]), "--iterations", str(harness["iterations"]),
                "--num-trials", str(harness["trials"]), "--save-results"]
-    return command + (["--use-isolated-runner"] if isolated else [])
+    return (command + (["--use-isolated-runner"] if isolated else [])
+            + ([] if profile_reference else ["--no-profile-baseline"]))
 
 
 def _ratio(theirs: float | None, ours: float | None) -> float | None:

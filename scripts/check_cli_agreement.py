@@ -63,11 +63,12 @@ def check_timer() -> dict:
     import triton
 
     from gdn_bench.evaluator_timing import TIME_RUNNABLE, evaluator_time_us, reference_timer
+    from gdn_bench.official_cli import fib_commit
     from gdn_bench.timing import TimingError, kernel_time_us
 
     timer = reference_timer()
     found = {"timer": timer.name, "description": timer.describe(1, 5, 3),
-             "versions": {**timer.versions, "triton": triton.__version__}, "commit": _commit(),
+             "versions": {**timer.versions, "triton": triton.__version__}, "commit": fib_commit(),
              "gpu": torch.cuda.get_device_name(), "ld_library_path": os.environ.get("LD_LIBRARY_PATH"),
              "python": sys.version.split()[0]}
     if timer.name != TIME_RUNNABLE:
@@ -85,15 +86,6 @@ def check_timer() -> dict:
     except TimingError as e:
         mixing = f"the kit's timer failed after the evaluator's ({e}): run_local --definition both would too"
     return {**found, "ok": True, "small_call_us": times, "mixing": mixing}
-
-
-def _commit() -> str | None:
-    """flashinfer-bench's commit, from a file COMMIT beside its package folder (module
-    docstring), else None."""
-    import flashinfer_bench
-
-    path = Path(flashinfer_bench.__file__).resolve().parent.parent / "COMMIT"
-    return path.read_text(encoding="utf-8").strip() if path.is_file() else None
 
 
 def _main() -> str:
