@@ -1,5 +1,5 @@
 """What scripts/tune_launch.py --definition mtp tunes in the mtp submission (gdn_bench.table_tuning
-does it): mtp.py's LAUNCH_TABLES (the rows of the GPU's architecture), (BV, warps) per batch
+does it): mtp.py's LAUNCH_TABLES (the rows of the GPU's architecture), (BV, warps, preload) per batch
 size, over every valid configuration (decode_tuning.valid_configs: the same [BV, 128] state
 tile per program), on the calls of the generated serving mix (each batch size at four draft lengths, its pool size; the times at one
 batch size add up).
@@ -45,6 +45,7 @@ def _probe(verify: Verify) -> Probe:
 SWEEPS = {
     "LAUNCH_TABLES": TableSweep(
         table="LAUNCH_TABLES", bounds=("max_batch",),
-        candidates=lambda module: [dict(block_v=bv, warps=w) for bv, w in valid_configs()],
+        candidates=lambda module: [dict(block_v=bv, warps=w, preload=p) for bv, w in valid_configs()
+                                   for p in (False, True)],
         probes=lambda module: [_probe(verify) for verify in serving_mix_plan()]),
 }

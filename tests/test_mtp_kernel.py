@@ -5,7 +5,8 @@ start as NaN: every element a call should write is checked, every buffer slot it
 touch must still be NaN, and the pool must come back bit for bit unchanged.
 
 In Triton's interpreter the calls run with two 64-row tiles per head (as tests/test_kernel.py
-does), so each costs well under a second.
+does), so each costs well under a second; its launch table preloads every token's inputs at
+B = 1 only, so the rows of one batch and of several run both ways of loading them.
 """
 
 import pytest

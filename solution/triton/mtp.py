@@ -15,7 +15,8 @@ head h (query/key head hq = h // 2), with D = 128:
 
 One program handles a BV-row tile of one (b, h) state: it reads the tile from the pool once,
 keeps it in registers through the T tokens (decode's step, kernel.py, T times in a row) and
-writes it into the buffer after each token. ``scale`` of 0 or None means 1/sqrt(D).
+writes it into the buffer after each token; at small batch sizes it loads every token's inputs
+before the first step (LAUNCH_TABLES' preload). ``scale`` of 0 or None means 1/sqrt(D).
 
 Entry points (all take the pool [P, 8, 128, 128] f32 and the indices [B] int32 or int64):
   * ``kernel``: the definition's call (destination-passing). As its reference: a negative
@@ -35,36 +36,59 @@ Only torch, triton, the standard library and the sibling module shared.py (packe
 file) are imported: the official evaluator has nothing else.
 """
 
+from typing import NamedTuple
+
 import torch
 import triton
 import triton.language as tl
 
-from .shared import (HEAD_SIZE, NUM_Q_HEADS, NUM_V_HEADS, Launcher, LaunchRow, arch_key, delta_rule_step, expect,
-                     expect_indices, expect_pool, expect_rank, expected_specs, launch_config, scale_value, step_gates)
+from .shared import (HEAD_SIZE, NUM_Q_HEADS, NUM_V_HEADS, Launcher, arch_key, delta_rule_step, expect,
+                     expect_indices, expect_pool, expect_rank, expected_specs, gates, scale_value, step_gates)
+
+class MtpLaunchRow(NamedTuple):
+    """One row of LAUNCH_TABLES: batch sizes up to max_batch (None: any larger one, the last
+    row) run with block_v state rows and `warps` warps per program; `preload`: every token's
+    inputs are loaded before the first step (one round of loads instead of one per token:
+    a token's loads cannot start before the previous token's stores, whose addresses the
+    compiler cannot tell apart from theirs), at the cost of holding them in registers."""
+    max_batch: int | None
+    block_v: int
+    warps: int
+    preload: bool
+
 
 # Launch configuration per architecture (shared.arch_key) and batch size, rows in increasing
-# max_batch: decode's (kernel.py), not yet tuned for T tokens per program (scripts/tune_launch.py
-# --definition mtp --write, on a GPU, rewrites its architecture's rows).
+# max_batch. sm90: measured on an H200 (docs/perf.md, "MTP"): preloading takes B = 1 T = 8 from
+# 7.5 to 5.3 µs and costs 5-30 % from B = 16 (16-row tiles). sm100 takes sm90's rows until a
+# B200 sweep writes its own (scripts/tune_launch.py --definition mtp --write).
 LAUNCH_TABLES = {
     "sm90": (
-        LaunchRow(max_batch=16, block_v=4, warps=1),
-        LaunchRow(max_batch=None, block_v=16, warps=1),
+        MtpLaunchRow(max_batch=4, block_v=4, warps=1, preload=True),
+        MtpLaunchRow(max_batch=16, block_v=4, warps=1, preload=False),
+        MtpLaunchRow(max_batch=None, block_v=16, warps=1, preload=False),
     ),
     "sm100": (
-        LaunchRow(max_batch=16, block_v=4, warps=1),
-        LaunchRow(max_batch=None, block_v=16, warps=1),
+        MtpLaunchRow(max_batch=4, block_v=4, warps=1, preload=True),
+        MtpLaunchRow(max_batch=16, block_v=4, warps=1, preload=False),
+        MtpLaunchRow(max_batch=None, block_v=16, warps=1, preload=False),
     ),
     "interpreter": (
-        LaunchRow(max_batch=None, block_v=64, warps=1),
+        MtpLaunchRow(max_batch=1, block_v=64, warps=1, preload=True),
+        MtpLaunchRow(max_batch=None, block_v=64, warps=1, preload=False),
     ),
 }
+
+
+def _launch_row(batch, table):
+    """The MtpLaunchRow of `table` for this batch size."""
+    return next(row for row in table if row.max_batch is None or batch <= row.max_batch)
 
 
 @triton.jit(do_not_specialize=["pool_size"])
 def _gdn_mtp_kernel(
     q_ptr, k_ptr, v_ptr, pool_ptr, index_ptr, A_log_ptr, a_ptr, dt_bias_ptr, b_ptr, out_ptr, states_ptr,
     scale, pool_size,
-    T: tl.constexpr, NEGATIVE_WRAPS: tl.constexpr, HAS_STATES: tl.constexpr,
+    T: tl.constexpr, TP: tl.constexpr, PRELOAD: tl.constexpr, NEGATIVE_WRAPS: tl.constexpr, HAS_STATES: tl.constexpr,
     HQ: tl.constexpr, HV: tl.constexpr, D: tl.constexpr, BV: tl.constexpr,
 ):
     tile = tl.program_id(0)          # which BV-row tile of the V dimension
@@ -91,14 +115,37 @@ def _gdn_mtp_kernel(
 
     A_log = tl.load(A_log_ptr + head)
     dt_bias = tl.load(dt_bias_ptr + head)
+    if PRELOAD:  # every token's inputs in one round of loads (MtpLaunchRow); TP: T rounded up to 2^n
+        steps = tl.arange(0, TP)
+        rows = batch * T + steps
+        in_call = steps < T
+        qk_rows = rows * HQ + head // (HV // HQ)
+        qs = tl.load(q_ptr + qk_rows[:, None] * D + offs_k[None, :], mask=in_call[:, None], other=0.0).to(tl.float32)
+        ks = tl.load(k_ptr + qk_rows[:, None] * D + offs_k[None, :], mask=in_call[:, None], other=0.0).to(tl.float32)
+        vs = tl.load(v_ptr + (rows[None, :] * HV + head) * D + offs_v[:, None], mask=in_call[None, :],
+                     other=0.0).to(tl.float32)
+        log_gs, betas = gates(A_log, tl.load(a_ptr + rows * HV + head, mask=in_call, other=0.0).to(tl.float32),
+                              dt_bias, tl.load(b_ptr + rows * HV + head, mask=in_call, other=0.0).to(tl.float32))
+        gs = tl.exp(log_gs)
+        qks = tl.sum(qs * ks, axis=1)
     for t in tl.static_range(T):
         row = batch * T + t          # the token's row of [B * T]
-        qk_row = row * HQ + head // (HV // HQ)
-        q = tl.load(q_ptr + qk_row * D + offs_k).to(tl.float32)
-        k = tl.load(k_ptr + qk_row * D + offs_k).to(tl.float32)
-        v = tl.load(v_ptr + (row * HV + head) * D + offs_v).to(tl.float32)
-        g, beta = step_gates(A_log, dt_bias, a_ptr, b_ptr, row * HV + head)
-        out, s = delta_rule_step(s, q, k, v, g, beta, scale, tl.sum(q * k, axis=0))
+        if PRELOAD:  # token t's row of each preloaded block
+            here = steps == t
+            q = tl.sum(tl.where(here[:, None], qs, 0.0), axis=0)
+            k = tl.sum(tl.where(here[:, None], ks, 0.0), axis=0)
+            v = tl.sum(tl.where(here[None, :], vs, 0.0), axis=1)
+            g = tl.sum(tl.where(here, gs, 0.0), axis=0)
+            beta = tl.sum(tl.where(here, betas, 0.0), axis=0)
+            qk = tl.sum(tl.where(here, qks, 0.0), axis=0)
+        else:
+            qk_row = row * HQ + head // (HV // HQ)
+            q = tl.load(q_ptr + qk_row * D + offs_k).to(tl.float32)
+            k = tl.load(k_ptr + qk_row * D + offs_k).to(tl.float32)
+            v = tl.load(v_ptr + (row * HV + head) * D + offs_v).to(tl.float32)
+            g, beta = step_gates(A_log, dt_bias, a_ptr, b_ptr, row * HV + head)
+            qk = tl.sum(q * k, axis=0)
+        out, s = delta_rule_step(s, q, k, v, g, beta, scale, qk)
         out = tl.where(in_pool, out, fill)
         tl.store(out_ptr + (row * HV + head) * D + offs_v, out.to(out_ptr.dtype.element_ty))
         if HAS_STATES:
@@ -143,12 +190,13 @@ def _launch(q, k, v, pool, indices, A_log, a, dt_bias, b, scale, states, output,
     batch, steps = q.shape[:2]
     if batch == 0 or steps == 0:
         return
-    block_v, num_warps = launch_config(batch, LAUNCH_TABLES[arch_key(q.device)])
+    row = _launch_row(batch, LAUNCH_TABLES[arch_key(q.device)])
+    block_v = row.block_v
     grid = (HEAD_SIZE // block_v, batch * NUM_V_HEADS, 1)
-    constexprs = (("T", steps), ("NEGATIVE_WRAPS", negative_wraps), ("HAS_STATES", states is not None),
+    constexprs = (("T", steps), ("TP", triton.next_power_of_2(steps)), ("PRELOAD", row.preload), ("NEGATIVE_WRAPS", negative_wraps), ("HAS_STATES", states is not None),
                   ("HQ", NUM_Q_HEADS), ("HV", NUM_V_HEADS), ("D", HEAD_SIZE), ("BV", block_v))
     _launcher.launch(grid, (q, k, v, pool, indices, A_log, a, dt_bias, b, output, states, scale, pool_size),
-                     constexprs, num_warps, q.device.index, specialization=(indices.dtype,))
+                     constexprs, row.warps, q.device.index, specialization=(indices.dtype,))
 
 
 _DEFINITION_NAMES = ("initial_state", "initial_state_indices", "intermediate_states_buffer")
