@@ -58,9 +58,9 @@ class MtpLaunchRow(NamedTuple):
 
 
 # Launch configuration per architecture (shared.arch_key) and batch size, rows in increasing
-# max_batch. sm90: measured on an H200 (docs/perf.md, "MTP"): preloading takes B = 1 T = 8 from
-# 7.5 to 5.3 µs and costs 5-30 % from B = 16 (16-row tiles). sm100 takes sm90's rows until a
-# B200 sweep writes its own (scripts/tune_launch.py --definition mtp --write).
+# max_batch. sm90, measured on an H200 (docs/perf.md, "MTP: what bounds a short verify"):
+# preloading takes B = 1 T = 8 from 7.5 to 5.3 µs and costs 5-30 % from B = 16 (16-row tiles).
+# sm100 takes sm90's rows until a B200 sweep writes its own (tune_launch.py --definition mtp).
 LAUNCH_TABLES = {
     "sm90": (
         MtpLaunchRow(max_batch=4, block_v=4, warps=1, preload=True),
