@@ -12,3 +12,6 @@ MTP_BATCH_SIZES = (1, 16, 64)
 DRAFT_LENGTHS = (2, 4, 8)
 # bench_serving's pooled prefill calls, by sequence lengths: the token walk, the chunked path, spans.
 PREFILL_CALLS = ((6,), (16,) * 4, (64,), (300,), (75,) * 4, (1024,), (256,) * 4, (4096,), (512,) * 16, (8192,))
+# bench_serving's host-cost calls (gdn_bench.host_cost), by sequence lengths: the token walk, the
+# chunked path, spans, many sequences.
+HOST_COST_CALLS = ((6,), (300,), (1024,), (8192,), (512,) * 16)

@@ -187,13 +187,13 @@ def test_two_calls_are_bit_identical(device):
 def _record_launches(monkeypatch) -> list:
     """Patches the launchers to log ("prepare", kernel) and ("launch", kernel) events."""
     events = []
-    real = sub.Launcher.prepare_by_name
+    real = sub.Launcher.prepare
 
-    def prepare(self, *args):
-        launch = real(self, *args)
+    def prepare(self, *args, **kwargs):
+        launch = real(self, *args, **kwargs)
         events.append(("prepare", self.fn.__name__))
         return lambda: (events.append(("launch", self.fn.__name__)), launch())
-    monkeypatch.setattr(sub.Launcher, "prepare_by_name", prepare)
+    monkeypatch.setattr(sub.Launcher, "prepare", prepare)
     return events
 
 

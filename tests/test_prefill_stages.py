@@ -69,7 +69,8 @@ def test_the_prep_writes_its_definitions():
     q, k, v, state, A_log, a, dt_bias, b, cu = (inputs[n] for n in ("q", "k", "v", "state", "A_log", "a", "dt_bias",
                                                                      "b", "cu_seqlens"))
     total, blocks, scale = lengths[0], 2, D ** -0.5
-    s = sub._scratch(blocks, 1, 1, torch.device(DEVICE))
+    slots, size = sub._scratch_layout(blocks, 1, 1)
+    s = sub._scratch_views(torch.empty(size, dtype=torch.uint8, device=DEVICE), slots)
     output = torch.empty(total, HV, D, dtype=torch.bfloat16, device=DEVICE)
     sub.chunk_prep_kernel[(blocks, HV)](
         q, k, A_log, a, dt_bias, b, cu, s["tb"], s["m"], s["gates"], s["k16"], s["q16"], s["flag"], output, scale,
@@ -155,7 +156,7 @@ def test_the_fused_path_matches_float64(monkeypatch):
     monkeypatch.setattr(sub, "WALK_MAX_TOKENS", -1)
     monkeypatch.setattr(sub, "WALK_MAX_MEAN_LENGTH", -1)
     lengths = [70, 0, 135, 64]
-    assert sub._plan(sum(lengths), len(lengths), torch.device(DEVICE)).spans == 1
+    assert sub._plan(sum(lengths), len(lengths), sub.arch_key(torch.device(DEVICE))).spans == 1
     inputs = model_like_inputs(lengths, torch.Generator(device=DEVICE).manual_seed(SEED + 11), DEVICE)
     output = torch.full((sum(lengths), HV, D), float("nan"), dtype=torch.bfloat16, device=DEVICE)
     new_state = torch.full((len(lengths), HV, D, D), float("nan"), device=DEVICE)
@@ -180,6 +181,6 @@ MEASURED_PATHS = {
 @pytest.mark.parametrize("name", MEASURED_PATHS)
 def test_the_rule_picks_the_measured_path(name):
     lengths, path = MEASURED_PATHS[name]
-    plan = sub._plan(sum(lengths), len(lengths), torch.device("cpu"))
+    plan = sub._plan(sum(lengths), len(lengths), "interpreter")
     got = "walk" if plan.walk is not None else "spans" if plan.spans > 1 else "fused"
     assert got == path, (name, plan)

@@ -59,3 +59,16 @@ def test_refuses_without_a_gpu(capsys, tmp_path):
     main = load_module(ROOT / "scripts" / "bench_serving.py", "bench_serving_script").main
     assert main(["--out", str(tmp_path)]) == 2
     assert capsys.readouterr().err == "bench_serving: error: needs a CUDA GPU (CUPTI timing, CUDA graphs)\n"
+
+
+def test_the_host_cost_report_names_absent_baselines_and_missed_targets():
+    from gdn_bench.host_cost import host_cost_report
+
+    rows = [{"call": "1 × 6", "kernel_launches": 1, "kernel_host_us": 12.0, "pooled_host_us": 16.5,
+             "fla_note": "absent (ModuleNotFoundError: No module named 'fla')"},
+            {"call": "1 × 300", "kernel_launches": 2, "kernel_host_us": 30.0, "pooled_host_us": 35.0, "fi_host_us": 300.0}]
+    text = host_cost_report({"rows": rows, "calls": 50, "warmup": 5, "versions": {}}, "GPU").splitlines()
+    assert text[2].split()[:6] == ["1", "×", "6", "12.0", "16.5", "-"] and "300.0" in text[3]
+    assert text[4:] == ["1 × 6 fla: absent (ModuleNotFoundError: No module named 'fla')",
+                        "token walk at most 15 µs per call: missed: 1 × 6 pooled 16.5",
+                        "chunked path at most 40 µs per call: met"]

@@ -45,6 +45,8 @@ Deterministic: no atomics, a fixed order for every sum. Only torch, triton and t
 standard library are imported: the evaluator has nothing else.
 """
 
+import functools
+import operator
 from typing import NamedTuple
 
 import torch
@@ -56,7 +58,7 @@ from .prefill_pass import span_pass_kernel
 from .prefill_prep import GATE_ROWS, chunk_prep_kernel
 from .prefill_spans import SpanSettings, span_plan
 from .prefill_walk import token_walk_kernel
-from .shared import (HEAD_SIZE, INTERPRETED, NUM_Q_HEADS, NUM_V_HEADS, Launcher, arch_key, expect, expect_all,
+from .shared import (HEAD_SIZE, INTERPRETED, NUM_Q_HEADS, NUM_V_HEADS, Launcher, arch_key, checked_pointers,
                      expect_indices, expect_pool, expect_rank, expect_write_indices, expected_specs, scale_value)
 
 # --- Tuning surface: every setting and launch table, chosen in _plan ----------------------
@@ -216,7 +218,9 @@ def _table(name, arch):
 # microseconds instead of Triton's full path (docs/perf.md, "Notes moved from the code").
 
 _ARG_NAMES = ("q", "k", "v", "state", "A_log", "a", "dt_bias", "b", "cu_seqlens", "output", "new_state")
+_POOLED_CHECKS = ("q", "k", "v", "A_log", "a", "dt_bias", "b", "cu_seqlens", "output")  # pooled_prefill's, as kernel()'s
 _SEQ_BLOCK = 64  # sequence ends compared per step when locating a token's sequence
+_TABLES = ("WALK_TABLE", "PREP_TABLE", "PASS_TABLE", "SUMMARY_TABLE", "FIXUP_TABLE")
 
 
 class Plan(NamedTuple):
@@ -233,11 +237,10 @@ class Plan(NamedTuple):
     fixup: Launch | None
 
 
-def _plan(total, num_seqs, device):
-    """The Plan for T tokens in N sequences on `device`: the path and every launch, from the
-    shapes and the device's architecture only (the tables and settings at the top of this
-    file). The one place a path or a launch is chosen."""
-    arch = arch_key(device)
+def _plan(total, num_seqs, arch):
+    """The Plan for T tokens in N sequences on architecture `arch` (shared.arch_key): the path
+    and every launch, from the shapes only (the tables and settings at the top of this file).
+    The one place a path or a launch is chosen."""
     if _walks(total, num_seqs):
         return Plan(_walk_launch(total, num_seqs, _table("WALK_TABLE", arch)), 0, 1, 1, None, None, None)
     span_blocks, spans = _span_plan(total, num_seqs)
@@ -274,11 +277,12 @@ def _within(value, bound):
     return bound is None or value <= bound
 
 
-def _check(tensors):
-    """(T, N, device) from q and cu_seqlens; ValueError naming the first bad argument."""
-    total, num_seqs, device = _sizes(tensors[0], tensors[_ARG_NAMES.index("cu_seqlens")])
-    expect_all(_ARG_NAMES, tensors, expected_specs(_ARG_NAMES, (total,), num_seqs), device)
-    return total, num_seqs, device
+def _settings(arch):
+    """Everything _plan and _steps read from this module for architecture `arch`, as it holds it
+    now (a tuner or a test may have replaced any of it): the key under which a call's launches
+    are kept (_call_plan)."""
+    return (CHUNK, WALK_MAX_TOKENS, WALK_MAX_MEAN_LENGTH, SPAN_MIN_TOKENS, SPAN_MIN_BLOCKS, SPAN_MAX, SPAN_PIECES,
+            *(_table(name, arch) for name in _TABLES))
 
 
 def _sizes(q, cu_seqlens):
@@ -325,26 +329,119 @@ def check_cu_seqlens(cu_seqlens, total_seq_len):
         raise ValueError(f"cu_seqlens[{len(ends) - 1}]: expected total_seq_len = {total_seq_len}, got {ends[-1]}")
 
 
-def _scratch(blocks, num_seqs, spans, device):
-    """The chunked path's scratch, by name: the prep's float16 tiles Tb and M [blocks, HV, C, C]
-    and copies of k and q [blocks, HQ, C, D];
-    its float32 gates [blocks, HV, GATE_ROWS, C] and cu_seqlens flag (4 elements: every slot
-    stays 16-byte aligned); with spans, each (sequence, span)'s map N (float32) and P (float16)
-    [N J, HV, D, D] and its entering state [N J, HV, D, D] (float32). One float16 and one
-    float32 allocation."""
+class Slot(NamedTuple):
+    """A scratch tensor's place in the call's scratch buffer (bytes): its name, dtype, byte
+    offset (a multiple of 16) and elements."""
+    name: str
+    dtype: torch.dtype
+    offset: int
+    size: int
+
+
+def _scratch_layout(blocks, num_seqs, spans):
+    """(Slots, bytes in all) of the chunked path's scratch: the prep's float16 tiles Tb and M
+    [blocks, HV, C, C] and copies of k and q [blocks, HQ, C, D]; its float32 gates [blocks, HV,
+    GATE_ROWS, C] and cu_seqlens flag; with spans, each (sequence, span)'s map N (float32) and
+    P (float16) [N J, HV, D, D] and its entering state [N J, HV, D, D] (float32)."""
     hv, c, d = NUM_V_HEADS, CHUNK, HEAD_SIZE
     maps = num_seqs * spans * hv * d * d if spans > 1 else 0
-    half = dict(tb=blocks * hv * c * c, m=blocks * hv * c * c, k16=blocks * NUM_Q_HEADS * c * d,
-                q16=blocks * NUM_Q_HEADS * c * d, span_p=maps)
-    single = dict(gates=blocks * hv * GATE_ROWS * c, flag=4, span_n=maps, enter=maps)
-    buffers = {}
-    for dtype, sizes in ((torch.float16, half), (torch.float32, single)):
-        parts = torch.split(torch.empty(sum(sizes.values()), dtype=dtype, device=device), list(sizes.values()))
-        buffers.update(zip(sizes, parts))
-    return buffers
+    f16, f32 = torch.float16, torch.float32
+    sizes = (("tb", f16, blocks * hv * c * c), ("m", f16, blocks * hv * c * c), ("k16", f16, blocks * NUM_Q_HEADS * c * d),
+             ("q16", f16, blocks * NUM_Q_HEADS * c * d), ("gates", f32, blocks * hv * GATE_ROWS.value * c), ("flag", f32, 1),
+             ("span_n", f32, maps), ("span_p", f16, maps), ("enter", f32, maps))
+    slots, offset = [], 0
+    for name, dtype, size in sizes:
+        slots.append(Slot(name, dtype, offset, size))
+        offset += -(-size * dtype.itemsize // 16) * 16
+    return tuple(slots), offset
 
 
-_NOT_POOLED = dict(read_index_ptr=None, write_index_ptr=None, pool_size=None)
+def _scratch_views(buffer, slots):
+    """The scratch tensors by name: views of `buffer` (bytes) at `slots` (_scratch_layout)."""
+    return {slot.name: buffer[slot.offset:slot.offset + slot.size * slot.dtype.itemsize].view(slot.dtype)
+            for slot in slots}
+
+
+class Step(NamedTuple):
+    """One launch of a call, all but its arguments' values: the Launcher, the grid, where each
+    runtime argument comes from (keys of the call's values, _launch_call), in parameter order,
+    the constexprs as (name, value) pairs in parameter order, and the warps."""
+    launcher: Launcher
+    grid: tuple
+    sources: tuple
+    constexprs: tuple
+    warps: int
+
+
+class CallPlan(NamedTuple):
+    """Everything a call needs besides its tensors (_call_plan): the Plan, the Steps in launch
+    order, the scratch (Slots and bytes in all; none for the token walk) and the values that
+    follow from the shapes (T, N, J, S; `none` for an argument passed as None)."""
+    plan: Plan
+    steps: tuple
+    slots: tuple
+    scratch_bytes: int
+    constants: dict
+
+
+def _step(launcher, grid, sources, constexprs, warps):
+    """A Step of `launcher` from its runtime arguments' sources and its constexprs by parameter
+    name (TypeError where they do not match the kernel's parameters)."""
+    return Step(launcher, grid, *launcher.order(sources, constexprs), warps)
+
+
+@functools.lru_cache(maxsize=256)
+def _call_plan(total, num_seqs, arch, has_state, pooled, scale_from_ptr, settings):
+    """The CallPlan of a call of T tokens in N > 0 sequences on `arch`, with or without a
+    state, pooled or not, its scale a float or read from a tensor. `settings` (_settings) is
+    only part of the key, so that a changed table or setting plans anew."""
+    plan = _plan(total, num_seqs, arch)
+    constants = dict(T=total, N=num_seqs, J=plan.spans, S=plan.span_blocks, none=None)
+    inputs = dict(q_ptr="q", k_ptr="k", A_log_ptr="A_log", a_ptr="a", dt_bias_ptr="dt_bias", b_ptr="b",
+                  cu_ptr="cu_seqlens")
+    pool = dict(read_index_ptr="read_indices", write_index_ptr="write_indices", pool_size="pool_size")
+    scale = dict(scale="scale", scale_ptr="scale_ptr", T="T", N="N")
+    heads = dict(HV=NUM_V_HEADS, D=HEAD_SIZE)
+    if plan.walk is not None:
+        walk = plan.walk
+        return CallPlan(plan, (_step(
+            _launch_walk, (HEAD_SIZE // walk.block_v, num_seqs * NUM_V_HEADS, 1),
+            dict(inputs, v_ptr="v", state_ptr="state", out_ptr="output", new_state_ptr="new_state", **pool, **scale),
+            dict(HAS_STATE=has_state, SCALE_FROM_PTR=scale_from_ptr, POOLED=pooled, HQ=NUM_Q_HEADS, **heads,
+                 BV=walk.block_v, BN=_SEQ_BLOCK, CT=walk.tile),
+            walk.warps),), (), 0, constants)
+    blocks = max(triton.cdiv(total, CHUNK), 1)  # at least one prep program: it writes the flag
+    slots, scratch_bytes = _scratch_layout(blocks, num_seqs, plan.spans)
+    operands = dict(k16_ptr="k16", v_ptr="v", tb_ptr="tb", gate_ptr="gates", flag_ptr="flag")
+    carried = dict(operands, state_ptr="state", cu_ptr="cu_seqlens", **pool, T="T", J="J", S="S")
+    # The prep's element offsets in int32 when every one fits (the usual case), else in int64.
+    largest = max(blocks * NUM_V_HEADS * CHUNK * HEAD_SIZE, total * NUM_V_HEADS * HEAD_SIZE)
+    idx = tl.int32 if largest < 2**31 else tl.int64
+    carry = dict(SINGLE=num_seqs == 1, HAS_STATE=has_state, POOLED=pooled, HQ=NUM_Q_HEADS, **heads, C=CHUNK)
+    steps = [_step(
+        _launch_prep, (blocks, NUM_V_HEADS, 1),
+        dict(inputs, tb_ptr="tb", m_ptr="m", gate_ptr="gates", k16_ptr="k16", q16_ptr="q16", flag_ptr="flag",
+             out_ptr="output", **scale),
+        dict(SINGLE=num_seqs == 1, SCALE_FROM_PTR=scale_from_ptr, WIDEN_BF16=INTERPRETED, IDX=idx, HQ=NUM_Q_HEADS,
+             **heads, C=CHUNK, LOG_C=CHUNK.bit_length() - 1, BN=_SEQ_BLOCK),
+        plan.prep_warps)]
+    if plan.spans > 1:
+        summary, fixup = plan.summary, plan.fixup
+        steps.append(_step(
+            _launch_summary, (num_seqs * (plan.spans - 1) * NUM_V_HEADS * 2 * (HEAD_SIZE // summary.block_v), 1, 1),
+            dict(carried, span_n_ptr="span_n", span_p_ptr="span_p", enter_ptr="enter" if pooled else "none"),
+            dict(carry, BV=summary.block_v, STAGES=summary.stages), summary.warps))
+        steps.append(_step(
+            _launch_fixup, (HEAD_SIZE // fixup.block_v, NUM_V_HEADS, num_seqs),
+            dict(cu_ptr="cu_seqlens", span_n_ptr="span_n", span_p_ptr="span_p", enter_ptr="enter", T="T", J="J",
+                 S="S"),
+            dict(SINGLE=num_seqs == 1, **heads, C=CHUNK, BV=fixup.block_v, STAGES=fixup.stages), fixup.warps))
+    span_pass = plan.pass_launch
+    steps.append(_step(
+        _launch_pass, (num_seqs * plan.spans * NUM_V_HEADS * (HEAD_SIZE // span_pass.block_v), 1, 1),
+        dict(carried, q16_ptr="q16", m_ptr="m", enter_ptr="enter", out_ptr="output", new_state_ptr="new_state"),
+        dict(carry, BV=span_pass.block_v, STAGES=span_pass.stages), span_pass.warps))
+    return CallPlan(plan, tuple(steps), slots, scratch_bytes, constants)
 
 
 def kernel(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_state):
@@ -361,10 +458,20 @@ def kernel(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_
     more launch), since the last span's writes and the first span's reads share a launch.
     """
     tensors = (q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, output, new_state)
-    total, num_seqs, device = _check(tensors)
+    total, num_seqs, device = _sizes(q, cu_seqlens)
+    raw = checked_pointers(_ARG_NAMES, tensors, expected_specs(_ARG_NAMES, (total,), num_seqs), device)
     scale_float, scale_tensor = _resolve_scale(scale, device)
-    if num_seqs > 0:
-        _launch_call(tensors, total, num_seqs, device, scale_float, scale_tensor, _NOT_POOLED)
+    if num_seqs == 0:
+        return
+    arch = arch_key(device)
+    call = _call_plan(total, num_seqs, arch, state is not None, False, scale_tensor is not None, _settings(arch))
+    if state is None:  # the kernels read nothing through this pointer without a state
+        state = new_state
+    elif call.plan.spans > 1 and state.untyped_storage().data_ptr() == new_state.untyped_storage().data_ptr():
+        state = state.clone()  # in place: the last span writes what span 0 reads, in one launch
+    raw["state"] = state.data_ptr()
+    _launch_call(call, dict(zip(_ARG_NAMES, tensors), state=state, read_indices=None, write_indices=None,
+                            pool_size=None), raw, scale_float, scale_tensor, device)
 
 
 def pooled_prefill(q, k, v, state_pool, read_indices, A_log, a, dt_bias, b, cu_seqlens, scale, output,
@@ -393,79 +500,55 @@ def pooled_prefill(q, k, v, state_pool, read_indices, A_log, a, dt_bias, b, cu_s
     bad argument.
     """
     total, num_seqs, device = _sizes(q, cu_seqlens)
-    expected = dict(zip(_ARG_NAMES, expected_specs(_ARG_NAMES, (total,), num_seqs)))
-    for name, t in (("q", q), ("k", k), ("v", v)):
-        expect(name, t, *expected[name], device)
+    tensors = (q, k, v, A_log, a, dt_bias, b, cu_seqlens, output)
+    expected = expected_specs(_POOLED_CHECKS, (total,), num_seqs)
+    raw = checked_pointers(_POOLED_CHECKS[:3], tensors[:3], expected[:3], device)
     pool_size = expect_pool("state_pool", state_pool, device)
     expect_indices("read_indices", read_indices, num_seqs, device)
-    for name, t in (("A_log", A_log), ("a", a), ("dt_bias", dt_bias), ("b", b), ("cu_seqlens", cu_seqlens),
-                    ("output", output)):
-        expect(name, t, *expected[name], device)
+    raw.update(checked_pointers(_POOLED_CHECKS[3:], tensors[3:], expected[3:], device))
     write_indices = expect_write_indices(write_indices, read_indices)
     scale_float, scale_tensor = _resolve_scale(scale, device)
-    if num_seqs > 0:
-        _launch_call((q, k, v, state_pool, A_log, a, dt_bias, b, cu_seqlens, output, state_pool), total, num_seqs,
-                     device, scale_float, scale_tensor,
-                     dict(read_index_ptr=read_indices, write_index_ptr=write_indices, pool_size=pool_size))
-
-
-def _launch_call(tensors, total, num_seqs, device, scale_float, scale_tensor, pool):
-    """The launches of a checked call of N > 0 sequences: `tensors` in _ARG_NAMES order
-    (pooled_prefill's: the pool as state and new_state), `pool` the kernels' index arguments
-    (read_index_ptr, write_index_ptr, pool_size; all None for kernel(), which then runs the
-    kernels compiled without POOLED's code)."""
-    q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, output, new_state = tensors
-    pooled = pool["pool_size"] is not None
-    plan = _plan(total, num_seqs, device)
-    inputs = dict(q_ptr=q, k_ptr=k, A_log_ptr=A_log, a_ptr=a, dt_bias_ptr=dt_bias, b_ptr=b, cu_ptr=cu_seqlens)
-    state_in = state if state is not None else new_state  # unused without a state
-    if (plan.spans > 1 and not pooled and state is not None
-            and state.untyped_storage().data_ptr() == new_state.untyped_storage().data_ptr()):
-        state_in = state.clone()  # in place: the last span writes what span 0 reads, in one launch
-    scale_args = dict(scale=scale_float, scale_ptr=A_log if scale_tensor is None else scale_tensor)
-    heads = dict(HV=NUM_V_HEADS, D=HEAD_SIZE)
-    if plan.walk is not None:
-        _launch_walk.prepare_by_name(
-            (HEAD_SIZE // plan.walk.block_v, num_seqs * NUM_V_HEADS, 1),
-            dict(inputs, v_ptr=v, state_ptr=state_in, out_ptr=output, new_state_ptr=new_state, **pool, **scale_args,
-                 T=total, N=num_seqs),
-            dict(HAS_STATE=state is not None, SCALE_FROM_PTR=scale_tensor is not None, POOLED=pooled, HQ=NUM_Q_HEADS,
-                 **heads, BV=plan.walk.block_v, BN=_SEQ_BLOCK, CT=plan.walk.tile),
-            plan.walk.warps, device.index)()
+    if num_seqs == 0:
         return
-    blocks = max(triton.cdiv(total, CHUNK), 1)  # at least one prep program: it writes the flag
-    s = _scratch(blocks, num_seqs, plan.spans, device)
-    operands = dict(k16_ptr=s["k16"], v_ptr=v, tb_ptr=s["tb"], gate_ptr=s["gates"], flag_ptr=s["flag"])
-    # The prep's element offsets in int32 when every one fits (the usual case), else in int64.
-    largest = max(blocks * NUM_V_HEADS * CHUNK * HEAD_SIZE, total * NUM_V_HEADS * HEAD_SIZE)
-    idx = tl.int32 if largest < 2**31 else tl.int64
-    lengths = dict(T=total, J=plan.spans, S=plan.span_blocks)
-    carry = dict(SINGLE=num_seqs == 1, HAS_STATE=state is not None, POOLED=pooled, HQ=NUM_Q_HEADS, **heads, C=CHUNK)
-    launches = [_launch_prep.prepare_by_name(  # every launch prepared before the first goes out
-        (blocks, NUM_V_HEADS, 1),
-        dict(inputs, tb_ptr=s["tb"], m_ptr=s["m"], gate_ptr=s["gates"], k16_ptr=s["k16"], q16_ptr=s["q16"],
-             flag_ptr=s["flag"], out_ptr=output,
-             **scale_args, T=total, N=num_seqs),
-        dict(SINGLE=num_seqs == 1, SCALE_FROM_PTR=scale_tensor is not None, WIDEN_BF16=INTERPRETED, IDX=idx,
-             HQ=NUM_Q_HEADS, **heads, C=CHUNK, LOG_C=CHUNK.bit_length() - 1, BN=_SEQ_BLOCK),
-        plan.prep_warps, device.index)]
-    if plan.spans > 1:
-        summary, fixup = plan.summary, plan.fixup
-        launches.append(_launch_summary.prepare_by_name(
-            (num_seqs * (plan.spans - 1) * NUM_V_HEADS * 2 * (HEAD_SIZE // summary.block_v), 1, 1),
-            dict(operands, state_ptr=state_in, cu_ptr=cu_seqlens, span_n_ptr=s["span_n"], span_p_ptr=s["span_p"],
-                 enter_ptr=s["enter"] if pooled else None, **pool, **lengths),
-            dict(carry, BV=summary.block_v, STAGES=summary.stages), summary.warps, device.index))
-        launches.append(_launch_fixup.prepare_by_name(
-            (HEAD_SIZE // fixup.block_v, NUM_V_HEADS, num_seqs),
-            dict(cu_ptr=cu_seqlens, span_n_ptr=s["span_n"], span_p_ptr=s["span_p"], enter_ptr=s["enter"], **lengths),
-            dict(SINGLE=num_seqs == 1, **heads, C=CHUNK, BV=fixup.block_v, STAGES=fixup.stages), fixup.warps,
-            device.index))
-    walk_pass = plan.pass_launch
-    launches.append(_launch_pass.prepare_by_name(
-        (num_seqs * plan.spans * NUM_V_HEADS * (HEAD_SIZE // walk_pass.block_v), 1, 1),
-        dict(operands, state_ptr=state_in, cu_ptr=cu_seqlens, q16_ptr=s["q16"], m_ptr=s["m"], enter_ptr=s["enter"],
-             out_ptr=output, new_state_ptr=new_state, **pool, **lengths),
-        dict(carry, BV=walk_pass.block_v, STAGES=walk_pass.stages), walk_pass.warps, device.index))
+    arch = arch_key(device)
+    call = _call_plan(total, num_seqs, arch, True, True, scale_tensor is not None, _settings(arch))
+    pool = dict(state=state_pool, new_state=state_pool, read_indices=read_indices, write_indices=write_indices)
+    raw.update((name, t.data_ptr()) for name, t in pool.items())
+    _launch_call(call, dict(zip(_POOLED_CHECKS, tensors), **pool, pool_size=pool_size), raw, scale_float,
+                 scale_tensor, device)
+
+
+def _launch_call(call, values, raw, scale_float, scale_tensor, device):
+    """The launches of a checked call (CallPlan `call`), prepared all before the first goes
+    out. `values`: the arguments by name (_ARG_NAMES, state the one the kernels read, and
+    read_indices, write_indices, pool_size: None for kernel()); `raw`: the data pointer of
+    each tensor among them, by name. The launches take raw pointers (the scratch's from one
+    allocation of bytes), its tensors made only for a launch through Triton; what may change
+    the compiled kernel besides the constexprs is the dtypes of the indices and of the scale's
+    tensor (every other dtype is checked)."""
+    scale_ptr = values["A_log"] if scale_tensor is None else scale_tensor
+    values.update(call.constants, scale=scale_float, scale_ptr=scale_ptr)
+    raw["scale_ptr"] = scale_ptr.data_ptr()
+    buffer = None
+    if call.slots:
+        buffer = torch.empty(call.scratch_bytes, dtype=torch.uint8, device=device)
+        base = buffer.data_ptr()
+        raw.update((slot.name, base + slot.offset) for slot in call.slots)
+    aligned = not functools.reduce(operator.or_, raw.values()) & 15
+    raw = dict(values, **raw)
+    specialization = (getattr(values["read_indices"], "dtype", None), scale_ptr.dtype)
+    launches = [step.launcher.prepare(step.grid, functools.partial(_tensor_arguments, values, buffer, call.slots,
+                                                                   step.sources),
+                                      step.constexprs, step.warps, device.index,
+                                      (tuple(map(raw.__getitem__, step.sources)), aligned), specialization)
+                for step in call.steps]
     for launch in launches:
         launch()
+
+
+def _tensor_arguments(values, buffer, slots, sources):
+    """A Step's arguments as tensors, for a launch through Triton: `values` and the scratch's
+    views of `buffer`, in the order of `sources`."""
+    if buffer is not None:
+        values = dict(values, **_scratch_views(buffer, slots))
+    return [values[source] for source in sources]

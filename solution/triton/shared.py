@@ -209,6 +209,21 @@ def expect_all(names, tensors, expected, device):
             expect(name, t, shape, dtype, device)
 
 
+def checked_pointers(names, tensors, expected, device):
+    """The data pointers of `tensors` by name (a state of None left out), once each passes
+    expect's checks against its (shape, dtype) in `expected`: one cheap pass; only a call that
+    fails it runs expect_all, for the message."""
+    pointers = {}
+    for name, t, (shape, dtype) in zip(names, tensors, expected):
+        if (isinstance(t, torch.Tensor) and t.shape == shape and t.dtype is dtype and t.device == device
+                and t.is_contiguous()):
+            pointers[name] = t.data_ptr()
+        elif t is not None or name != "state":
+            expect_all(names, tensors, expected, device)
+            raise AssertionError("checked_pointers and expect_all disagree")
+    return pointers
+
+
 def expect_pool(name, pool, device):
     """The pool size P of `pool` if it is a contiguous [P, 8, 128, 128] float32 tensor on `device`
     (K-last states, as serving engines keep them); else ValueError naming it."""
@@ -279,6 +294,12 @@ def lowered(args):
     return raw, not functools.reduce(operator.or_, pointers, 0) & 15
 
 
+def given(args):
+    """Launch arguments as a sequence: `args` itself, or what it returns where it is a function
+    (Launcher.prepare)."""
+    return args() if callable(args) else args
+
+
 class Launcher:
     """Launches one @triton.jit kernel whose constexpr parameters come last.
 
@@ -286,7 +307,8 @@ class Launcher:
     and returns a function of no arguments that makes it, so that a call of several launches
     can prepare them all first and then make them back to back (the host time between two
     kernels is then only the launch); `prepare_by_name` takes the arguments by parameter
-    name. Arguments are positional, constexprs last, in the kernel's order. The first
+    name, and `order` puts arguments given by name in the kernel's order (once, for a caller
+    that keeps the order). Arguments are positional, constexprs last, in the kernel's order. The first
     launch of a configuration goes through Triton (which compiles it); later ones call the
     compiled kernel's launcher directly with raw pointers, skipping Triton's per-call
     argument binding. That is valid while the arguments specialize as on the first launch:
@@ -309,23 +331,30 @@ class Launcher:
         """The launch of fn[grid](*args, **dict(constexprs), num_warps=num_warps) on device
         `device_index` (grid: three sizes), as a function of no arguments. `constexprs`:
         (name, value) pairs in parameter order (hashable: a caller may keep them).
-        `lowered_args`: what lowered(args) gives, where the caller has it at hand.
+        `lowered_args`: what lowered(args) gives, where the caller has it at hand; then `args`
+        may be a function of no arguments that gives them, called only where the launch goes
+        through Triton (a caller that computes raw pointers need not make those tensors).
         `specialization`: whatever else makes Triton compile the kernel anew (the dtype of a
         tensor whose dtype varies), part of the cache key with the constexprs and the warps."""
         run, run_args = self._launch_call(grid, args, constexprs, num_warps, device_index, lowered_args, specialization)
         return lambda: run(*run_args)
 
-    def prepare_by_name(self, grid, args, constexprs, num_warps, device_index):
-        """prepare(...) with the arguments given by parameter name: `args` the runtime ones,
+    def order(self, args, constexprs):
+        """(the values of `args` in parameter order, `constexprs` as (name, value) pairs in
+        parameter order) for arguments given by parameter name: `args` the runtime ones,
         `constexprs` the constexpr ones (dicts: together, every parameter of the kernel once;
-        TypeError otherwise); the tensors' dtypes are its specialization. Ordering them costs a
-        few microseconds: for calls of several launches, prepared before the first goes out."""
+        TypeError otherwise)."""
         names = [name for name in self.fn.arg_names if name not in constexprs]
         if sorted(names) != sorted(args) or len(names) + len(constexprs) != len(self.fn.arg_names):
             raise TypeError(f"{self.fn.__name__}: arguments {sorted(args)} and {sorted(constexprs)} do not match "
                             f"its parameters {self.fn.arg_names}")
-        ordered = [args[name] for name in names]
-        pairs = tuple((name, constexprs[name]) for name in self.fn.arg_names if name in constexprs)
+        return tuple(args[name] for name in names), tuple((name, constexprs[name]) for name in self.fn.arg_names
+                                                          if name in constexprs)
+
+    def prepare_by_name(self, grid, args, constexprs, num_warps, device_index):
+        """prepare(...) with the arguments given by parameter name (see order); the tensors'
+        dtypes are its specialization."""
+        ordered, pairs = self.order(args, constexprs)
         dtypes = tuple(a.dtype for a in ordered if isinstance(a, torch.Tensor))
         return self.prepare(grid, ordered, pairs, num_warps, device_index, specialization=dtypes)
 
@@ -338,7 +367,7 @@ class Launcher:
     def _launch_call(self, grid, args, constexprs, num_warps, device_index, lowered_args, specialization):
         """(function, its arguments) that make prepare's launch: the compiled kernel's launcher
         and raw arguments where the direct path is valid, else _through_triton and its."""
-        raw, aligned = lowered_args or lowered(args)
+        raw, aligned = lowered_args or lowered(given(args))
         key = (device_index, constexprs, num_warps, specialization)
         entry = self.compiled.get(key)
         if entry and aligned and not hooks_installed():
@@ -349,7 +378,7 @@ class Launcher:
     def _through_triton(self, grid, args, constexprs, num_warps, key, raw, aligned):
         """Launch through Triton; after the first launch of a configuration, keep its compiled
         kernel for the direct path if its launcher takes these arguments."""
-        compiled = self.fn[grid](*args, **dict(constexprs), num_warps=num_warps)
+        compiled = self.fn[grid](*given(args), **dict(constexprs), num_warps=num_warps)
         if key not in self.compiled and aligned and not INTERPRETED:
             values = tuple(value for _, value in constexprs)
             stream_of = _direct_stream(compiled, key[0], (*raw, *values))
@@ -378,7 +407,7 @@ class _RecordingLauncher(Launcher):
 
     def prepare(self, grid, args, constexprs, num_warps, device_index, lowered_args=None, specialization=()):
         """A function of no arguments that records the launch (see Launcher.prepare)."""
-        record = LaunchRecord(self.fn, tuple(grid), tuple(args), constexprs, num_warps)
+        record = LaunchRecord(self.fn, tuple(grid), tuple(given(args)), constexprs, num_warps)
         return lambda: _RECORDS[-1].append(record)
 
     def launch(self, grid, args, constexprs, num_warps, device_index, lowered_args=None, specialization=()):

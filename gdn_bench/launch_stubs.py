@@ -1,0 +1,49 @@
+"""Launches made no-ops, for what measures or checks a submission's host path alone on a machine
+without a GPU (gdn_bench.host_cost's CPU proxy, tests/test_prefill_host.py).
+
+Inside stubbed_launches, every Launcher (solution/triton/shared.py) of a loaded submission
+takes its direct path, the one a warmed-up call takes on a GPU: everything a launch does
+(argument checks, plan, scratch, arguments ordered and lowered to raw pointers, the cache
+lookup) but the final call of the compiled kernel's launcher, which is a no-op that counts the
+launch. Nothing is compiled and no kernel runs (not even in Triton's interpreter).
+"""
+
+import contextlib
+
+COMPILED_HEAD = ("function", "packed_metadata", None, None, None)  # the compiled kernel's own arguments
+
+
+@contextlib.contextmanager
+def stubbed_launches(launcher_class):
+    """Context manager: inside it, a launch by a Launcher of `launcher_class` (a submission's
+    shared.Launcher) calls a no-op instead of the compiled kernel, after the first launch of a
+    configuration as it would on a GPU. Yields the list of launches made (one grid per launch);
+    each Launcher's cache of compiled kernels is as it was after."""
+    launches = []
+    saved = {}
+
+    def run(*args):
+        launches.append(args[:3])
+
+    def first_launch(self, grid, args, constexprs, num_warps, key, raw, aligned):
+        """In place of Launcher._through_triton: the configuration's stand-in compiled kernel kept
+        (where the direct path is valid), then the launch made through it."""
+        saved.setdefault(self, dict(self.compiled))
+        values = tuple(value for _, value in constexprs)
+        if aligned:
+            self.compiled[key] = (run, _no_stream, COMPILED_HEAD, values)
+        run(*grid)
+
+    original = launcher_class.__dict__["_through_triton"]
+    launcher_class._through_triton = first_launch
+    try:
+        yield launches
+    finally:
+        launcher_class._through_triton = original
+        for launcher, compiled in saved.items():
+            launcher.compiled = compiled
+
+
+def _no_stream(device_index):
+    """The stream a stubbed launch goes to: none."""
+    return None

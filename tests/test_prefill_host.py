@@ -1,0 +1,67 @@
+"""prefill.py's host path: no host synchronization inside a call. On CPU, kernel() and
+pooled_prefill() run with their launches stubbed (gdn_bench.launch_stubs: everything but the
+compiled kernel's call, as on a warmed-up GPU) while every tensor method that reads device
+memory on the host raises; on a GPU (skipped without one), the real call under torch's sync
+debug mode. Both paths (token walk, chunked; with spans too), a device scale tensor on the GPU.
+The host-cost proxy's rows (gdn_bench.host_cost) on one small call."""
+
+import contextlib
+
+import pytest
+import torch
+
+from gdn_bench.algos import load_solution_file
+from gdn_bench.definitions.prefill.definition import PREFILL
+from gdn_bench.host_cost import call_inputs, our_calls, proxy_rows
+from gdn_bench.launch_stubs import stubbed_launches
+
+sub = load_solution_file(PREFILL.submission_entry(), "gdn_prefill_host")
+# Tensor methods that read a tensor's memory on the host (a synchronization on a GPU).
+SYNCHRONIZING = ("item", "tolist", "cpu", "numpy", "__bool__", "__int__", "__float__", "__index__", "__array__")
+# (lengths, launches): the token walk, the fused chunked path, spans (one sequence of 8192 tokens).
+CALLS = (((6,), 1), ((300,), 2), ((8192,), 4))
+
+
+@contextlib.contextmanager
+def host_reads_raise(monkeypatch):
+    """Inside: every method of SYNCHRONIZING raises AssertionError naming itself."""
+    with monkeypatch.context() as patch:
+        for name in SYNCHRONIZING:
+            def read(*args, name=name, **kwargs):
+                raise AssertionError(f"torch.Tensor.{name} called inside the call")
+            patch.setattr(torch.Tensor, name, read)
+        yield
+
+
+@pytest.mark.parametrize("lengths, launches", CALLS)
+def test_no_host_read_inside_a_call(lengths, launches, monkeypatch):
+    calls = our_calls(sub, call_inputs(lengths, "cpu"))
+    with stubbed_launches(sub.Launcher) as made:
+        for name, call in calls.items():
+            call()  # the configuration's first launch, then the direct path's
+            made.clear()
+            with host_reads_raise(monkeypatch):
+                call()
+            assert len(made) == launches, (name, made)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("lengths, launches", CALLS)
+def test_no_synchronization_on_a_gpu(lengths, launches):
+    x = call_inputs(lengths, "cuda")
+    x["scale"] = torch.tensor(0.125, device="cuda")  # read in-kernel
+    for call in our_calls(sub, x).values():
+        call()  # compiled outside the check
+        torch.cuda.synchronize()
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            call()
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    torch.cuda.synchronize()
+
+
+def test_the_proxy_counts_launches_and_times_each_entry_point():
+    row, = proxy_rows(sub, [(6,)], calls_per_round=3, rounds=1)
+    assert row["call"] == "1 × 6" and row["kernel_launches"] == row["pooled_launches"] == 1
+    assert row["kernel_host_us"] > 0 and row["pooled_host_us"] > 0
