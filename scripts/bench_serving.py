@@ -1,7 +1,8 @@
 """The serving entry points against their targets, on a GPU: pooled decode against dense decode
 at every batch size, and MTP (T = 2, 4, 8; B = 1, 16, 64) against FlashInfer's MTP and T calls
 of pooled decode, and pooled prefill against the contest's prefill (token walk, chunked, spans);
-CUPTI span (cold L2) and CUDA-graph replay, µs (gdn_bench/serving_bench.py).
+FLA's calls over the pool beside them, where fla imports (gdn_bench/fla_serving.py); CUPTI span
+(cold L2) and CUDA-graph replay, µs (gdn_bench/serving_bench.py).
 
     python scripts/bench_serving.py [--batch-sizes 1,4,...] [--mtp-batch-sizes 1,16,64] [--draft-lengths 2,4,8]
     python scripts/bench_serving.py --prefill-calls "6;75,75,75,75;8192"   # prefill calls by sequence lengths
@@ -44,8 +45,8 @@ def main(argv=None) -> int:
     # What needs torch, once the arguments are checked.
     import torch
 
-    from gdn_bench.serving_bench import (DECODE_COLUMNS, MTP_COLUMNS, PREFILL_COLUMNS, bench, format_rows, notes,
-                                         verdicts)
+    from gdn_bench.serving_bench import (DECODE_COLUMNS, MTP_COLUMNS, PREFILL_COLUMNS, bench, fla_tables, format_rows,
+                                         notes, verdicts)
 
     if not torch.cuda.is_available():
         print("bench_serving: error: needs a CUDA GPU (CUPTI timing, CUDA graphs)", file=sys.stderr)
@@ -60,6 +61,7 @@ def main(argv=None) -> int:
     print(format_rows(result["mtp"], MTP_COLUMNS))
     print("\npooled prefill (in place, 2N + 8 pool slots) against the contest's prefill (dense states):")
     print(format_rows(result["pooled_prefill"], PREFILL_COLUMNS))
+    print("\n" + fla_tables(result))
     print("", *notes(result["pooled_decode"] + result["mtp"] + result["pooled_prefill"]), *verdicts(result), sep="\n")
     args.out.mkdir(parents=True, exist_ok=True)
     path = args.out / "bench_serving.json"
