@@ -17,7 +17,10 @@ What FLA 0.6.0 offers (read from the fla_core-0.6.0 wheel):
   `fla.ops.kda`'s public names, whose `fused_recurrent_kda` passes no indices):
   `ssm_state_indices` `[N]` or `[N, T]`, `inplace_final_state=True` (the pool is
   initial_state and is written), `num_accepted_tokens`, `state_v_first`, `out`. Row n reads
-  pool[indices[n, 0]] and writes the state after its token t to pool[indices[n, t]]. Its decay
+  pool[indices[n, 0]] and writes the state after its token t to pool[indices[n, t]] (`[N]`
+  indices are for T = 1: the kernel adds t to the row's offset without a token stride). With
+  inplace_final_state=False it writes the state after token t of row n to row n·T + t of a new
+  `[N, HV, ...]` tensor, past its end when T > 1: there is no buffer beside the pool. Its decay
   is per key channel (g `[B, T, HV, K]`, dt_bias `[HV, K]`, A_log `[HV]`: exp(-exp(A_log) *
   softplus(g + dt_bias)) per channel); GDN's is one per head, so the same value in every
   channel is GDN's step exactly. Its state is float32 and its arithmetic float32; q, k, v, a,
@@ -80,9 +83,10 @@ def indexed_recurrent(fla: Fla, q, k, v, pool, indices, A_log, a, dt_bias, b, sc
     """FLA's pooled token loop, in place: row n of q, k [B, T, 4, 128], v, out [B, T, 8, 128]
     and a, b [B, T, 8] starts from pool[indices[n, 0]] (pool [P, 8, 128, 128] f32, K-last) and
     the state after its token t is written to pool[indices[n, t]]; indices [B] (T = 1) or
-    [B, T]. The function returns `out`, which holds the output. Computes the definition's step: decay exp(-exp(A_log) *
-    softplus(a + dt_bias)), beta sigmoid(b), both in-kernel. a and dt_bias are copied, each
-    value repeated over the 128 key channels (KDA's per-channel gate), here, once."""
+    [B, T]. The function returns `out`, which holds the output. Computes the definition's
+    step: decay exp(-exp(A_log) * softplus(a + dt_bias)), beta sigmoid(b), both in-kernel. a
+    and dt_bias are copied, each value repeated over the 128 key channels (KDA's per-channel
+    gate), here, once."""
     key_size = k.shape[-1]
     gate = a.unsqueeze(-1).expand(*a.shape, key_size).contiguous()
     bias = dt_bias.unsqueeze(-1).expand(-1, key_size).contiguous()
