@@ -20,6 +20,18 @@ dense call) on calls of PREFILL_CALLS (token walk, chunked, spans): each sequenc
 from a random slot of a pool of 2N + 8 slots and written back in place, against states passed
 densely. Reported beside decode's 3 % target.
 
+FLA 0.6.0 beside them, where fla imports (gdn_bench/fla_serving.py says what it offers and what
+engines call): `fla_indexed`, its token loop over the pool through indices, in place (decode:
+row b reads and writes slots[b]; MTP: the state after token t goes to FLA's pool slot [b, t],
+the first being slots[b], in a copy of the pool grown by B (T - 1) slots), and
+`fla_gathered`, its dense-state GDN call between a gather of the rows' states and their write
+back (decode: fused_recurrent_gated_delta_rule; prefill: chunk_gated_delta_rule, FLA having no
+chunked call over a pool). Each FLA call's first run, on the pool as it was drawn, is checked
+against float64 (gdn_mtp, gdn_prefill): `<name>_out_rel_err` (output) and
+`<name>_state_rel_err` (the states it left in its pool), max |error| / max |reference|; ours
+get `out_rel_err`. Where fla does not import, the result says why and the rows have no FLA
+entries.
+
 Each time is taken two ways (gdn_bench.timing): `<name>_us`, the CUPTI span of one call with a
 cold L2 (first kernel start to last kernel end, median: the contest's measure), and
 `<name>_graph_us`, one replay of the call captured in a CUDA graph (warm L2, CUDA events,
@@ -41,6 +53,8 @@ from gdn_bench.definitions.mtp.definition import MTP
 from gdn_bench.definitions.mtp.reference import gdn_mtp
 from gdn_bench.definitions.prefill.definition import PREFILL
 from gdn_bench.definitions.prefill.mix import model_like_inputs
+from gdn_bench.definitions.prefill.reference import gdn_prefill
+from gdn_bench.fla_serving import draft_slots, gathered, indexed_recurrent, load_fla
 from gdn_bench.shapes import DEFAULT_SCALE, HEAD_SIZE, NUM_Q_HEADS, NUM_V_HEADS
 from gdn_bench.timing import graph_replay_us, kernel_time_us
 
@@ -58,6 +72,26 @@ MTP_COLUMNS = (("B", "batch_size", "d"), ("T", "seq_len", "d"), ("ours µs", "ou
 PREFILL_COLUMNS = (("call", "call", ""), ("dense µs", "dense_us", ".2f"), ("pooled µs", "pooled_us", ".2f"),
                    ("pool/dense", "pooled_vs_dense", ".3f"), ("dense graph", "dense_graph_us", ".2f"),
                    ("pool graph", "pooled_graph_us", ".2f"), ("same bits", "same_as_dense", ""))
+# FLA beside ours (gdn_bench/fla_serving.py): idx = its token loop on the pool through indices, in
+# place; gat = a dense-state call between a gather of the states and their write back.
+DECODE_FLA_COLUMNS = (("B", "batch_size", "d"), ("pooled µs", "pooled_us", ".2f"),
+                      ("FLA idx µs", "fla_indexed_us", ".2f"), ("FLA gat µs", "fla_gathered_us", ".2f"),
+                      ("idx/ours", "fla_indexed_vs_ours", ".2f"), ("pool graph", "pooled_graph_us", ".2f"),
+                      ("idx graph", "fla_indexed_graph_us", ".2f"), ("gat graph", "fla_gathered_graph_us", ".2f"),
+                      ("out err", "out_rel_err", ".1e"), ("idx err", "fla_indexed_out_rel_err", ".1e"),
+                      ("gat err", "fla_gathered_out_rel_err", ".1e"),
+                      ("idx st err", "fla_indexed_state_rel_err", ".1e"),
+                      ("gat st err", "fla_gathered_state_rel_err", ".1e"))
+MTP_FLA_COLUMNS = (("B", "batch_size", "d"), ("T", "seq_len", "d"), ("ours µs", "ours_us", ".2f"),
+                   ("FLA idx µs", "fla_indexed_us", ".2f"), ("idx/ours", "fla_indexed_vs_ours", ".2f"),
+                   ("ours graph", "ours_graph_us", ".2f"), ("idx graph", "fla_indexed_graph_us", ".2f"),
+                   ("out err", "out_rel_err", ".1e"), ("idx err", "fla_indexed_out_rel_err", ".1e"),
+                   ("idx st err", "fla_indexed_state_rel_err", ".1e"))
+PREFILL_FLA_COLUMNS = (("call", "call", ""), ("pooled µs", "pooled_us", ".2f"),
+                       ("FLA gat µs", "fla_gathered_us", ".2f"), ("gat/ours", "fla_gathered_vs_ours", ".2f"),
+                       ("pool graph", "pooled_graph_us", ".2f"), ("gat graph", "fla_gathered_graph_us", ".2f"),
+                       ("out err", "out_rel_err", ".1e"), ("gat err", "fla_gathered_out_rel_err", ".1e"),
+                       ("gat st err", "fla_gathered_state_rel_err", ".1e"))
 
 
 def load_submissions():
@@ -118,19 +152,24 @@ def _gates(x: dict, step: slice) -> list:
             for n in ("q", "k", "v", "A_log", "a", "dt_bias", "b")]
 
 
-def pooled_decode_row(dec, fi, batch: int) -> dict:
-    """One batch size: dense and pooled decode (and FlashInfer's pooled decode), µs."""
-    x = serving_inputs(batch, 1, 2 * batch, seed=batch)
+def pooled_decode_row(dec, fi, fla, batch: int, device: str = "cuda") -> dict:
+    """One batch size: dense and pooled decode (and FlashInfer's and FLA's pooled decode), µs;
+    pooled decode's output error against float64 (FLA's: output and states)."""
+    x = serving_inputs(batch, 1, 2 * batch, seed=batch, device=device)
     q, k, v, A_log, a, dt_bias, b = _gates(x, slice(0, 1))
     pool, slots = x["pool"], x["slots"]
-    state = pool[slots.long()].clone()
+    rows = slots.long()
+    ref_out, ref_states = gdn_mtp(q, k, v, pool, slots, A_log, a, dt_bias, b, DEFAULT_SCALE)
+    fla_pools = (pool.clone(), pool.clone()) if fla is not None else None  # the pool before in-place calls
+    state = pool[rows].clone()
     new_state, out = torch.empty_like(state), torch.empty_like(v)
     dense_out, pooled_out = torch.empty_like(v), torch.empty_like(v)
     check_pool = pool.clone()
     dec.kernel(q, k, v, state, A_log, a, dt_bias, b, DEFAULT_SCALE, dense_out, new_state)
     dec.pooled_decode(q, k, v, check_pool, slots, A_log, a, dt_bias, b, DEFAULT_SCALE, pooled_out)
     row = {"batch_size": batch, "same_as_dense": bool(torch.equal(dense_out, pooled_out)
-                                                      and torch.equal(new_state, check_pool[slots.long()]))}
+                                                      and torch.equal(new_state, check_pool[rows])),
+           "out_rel_err": _relative_error(pooled_out, ref_out)}
     timed(row, "dense", lambda: dec.kernel(q, k, v, state, A_log, a, dt_bias, b, DEFAULT_SCALE, out, new_state))
     timed(row, "pooled", lambda: dec.pooled_decode(q, k, v, pool, slots, A_log, a, dt_bias, b, DEFAULT_SCALE, out))
     row["pooled_vs_dense"] = row["pooled_us"] / row["dense_us"]
@@ -143,60 +182,104 @@ def pooled_decode_row(dec, fi, batch: int) -> dict:
                 use_qk_l2norm=False, initial_state=fi_pool, initial_state_indices=slots)
 
         _baseline(row, "fi_pooled", fi_pooled)
+    if fla is not None:
+        indexed_pool, gathered_pool = fla_pools
+        _baseline(row, "fla_indexed", indexed_recurrent(fla, q, k, v, indexed_pool, slots, A_log, a, dt_bias, b,
+                                                        DEFAULT_SCALE, torch.empty_like(v)),
+                  _checked(row, "fla_indexed", ref_out, ref_states[:, 0], lambda: indexed_pool[rows]))
+        _baseline(row, "fla_gathered", gathered(fla.recurrent, q, k, v, gathered_pool, rows, A_log, a, dt_bias, b,
+                                                DEFAULT_SCALE),
+                  _checked(row, "fla_gathered", ref_out, ref_states[:, 0], lambda: gathered_pool[rows]))
+        _ratio(row, "fla_indexed", "pooled")
+        _ratio(row, "fla_gathered", "pooled")
     return row
 
 
-def pooled_prefill_row(pre, lengths) -> dict:
+def pooled_prefill_row(pre, fla, lengths, device: str = "cuda") -> dict:
     """One prefill call: the contest's kernel() on states gathered from the pool and
-    pooled_prefill on the pool itself (in place), µs; whether they agree bit for bit."""
+    pooled_prefill on the pool itself (in place), µs; whether they agree bit for bit; pooled
+    prefill's output error against float64; FLA's chunked call on the gathered states, written
+    back (FLA 0.6.0 has none over a pool), µs, its output and states' errors."""
     num_seqs = len(lengths)
-    gen = torch.Generator(device="cuda").manual_seed(sum(lengths) + num_seqs)
-    x = model_like_inputs(list(lengths), gen, "cuda", with_state=False)
+    gen = torch.Generator(device=device).manual_seed(sum(lengths) + num_seqs)
+    x = model_like_inputs(list(lengths), gen, device, with_state=False)
     q, k, v, A_log, a, dt_bias, b, cu_seqlens = (x[n] for n in ("q", "k", "v", "A_log", "a", "dt_bias", "b",
                                                                 "cu_seqlens"))
     pool_size = 2 * num_seqs + 8
-    pool = torch.randn(pool_size, NUM_V_HEADS, HEAD_SIZE, HEAD_SIZE, generator=gen, device="cuda")
-    slots = torch.randperm(pool_size, generator=gen, device="cuda")[:num_seqs].to(torch.int32)
-    state = pool[slots.long()].clone()
+    pool = torch.randn(pool_size, NUM_V_HEADS, HEAD_SIZE, HEAD_SIZE, generator=gen, device=device)
+    slots = torch.randperm(pool_size, generator=gen, device=device)[:num_seqs].to(torch.int32)
+    rows = slots.long()
+    state = pool[rows].clone()
+    ref_out, ref_states = gdn_prefill(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, DEFAULT_SCALE)
+    fla_pool = pool.clone() if fla is not None else None  # the pool before in-place calls
     new_state, out = torch.empty_like(state), torch.empty_like(v)
     dense_out, pooled_out, check_pool = torch.empty_like(v), torch.empty_like(v), pool.clone()
     pre.kernel(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, DEFAULT_SCALE, dense_out, new_state)
     pre.pooled_prefill(q, k, v, check_pool, slots, A_log, a, dt_bias, b, cu_seqlens, DEFAULT_SCALE, pooled_out)
     row = {"call": call_name(lengths), "same_as_dense": bool(torch.equal(dense_out, pooled_out)
-                                                            and torch.equal(new_state, check_pool[slots.long()]))}
+                                                            and torch.equal(new_state, check_pool[rows])),
+           "out_rel_err": _relative_error(pooled_out, ref_out)}
     timed(row, "dense", lambda: pre.kernel(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, DEFAULT_SCALE, out,
                                            new_state))
     timed(row, "pooled", lambda: pre.pooled_prefill(q, k, v, pool, slots, A_log, a, dt_bias, b, cu_seqlens,
                                                     DEFAULT_SCALE, out))
     row["pooled_vs_dense"] = row["pooled_us"] / row["dense_us"]
+    if fla is not None:
+        _baseline(row, "fla_gathered", gathered(fla.chunk, q, k, v, fla_pool, rows, A_log, a, dt_bias, b, cu_seqlens,
+                                                DEFAULT_SCALE),
+                  _checked(row, "fla_gathered", ref_out, ref_states, lambda: fla_pool[rows]))
+        _ratio(row, "fla_gathered", "pooled")
     return row
 
 
-def _baseline(row: dict, name: str, fn) -> None:
-    """timed(), or row[name_note] with the reason when the baseline fails to run."""
+def _baseline(row: dict, name: str, fn, check=None) -> None:
+    """timed(), or row[name_note] with the reason when the baseline fails to run; check(what
+    the first call returned) before the timed ones, when given."""
     try:
-        fn()
-        torch.cuda.synchronize()
+        result = fn()
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
     except Exception as e:  # noqa: BLE001 - a baseline that does not run here is reported, not fatal
         row[f"{name}_note"] = f"{type(e).__name__}: {e}".splitlines()[0]
         return
+    if check is not None:
+        check(result)
     timed(row, name, fn)
 
 
+def _checked(row: dict, name: str, ref_out: torch.Tensor, ref_states: torch.Tensor, states):
+    """A check for _baseline: the output a call returned and the states it left in its pool
+    (states(): the rows' slots) against float64, as row[name_out_rel_err] and
+    row[name_state_rel_err]."""
+    def check(output):
+        row[f"{name}_out_rel_err"] = _relative_error(output, ref_out)
+        row[f"{name}_state_rel_err"] = _relative_error(states(), ref_states)
+
+    return check
+
+
+def _ratio(row: dict, name: str, ours: str) -> None:
+    """row[name_vs_ours]: its time over ours, where it was timed."""
+    if f"{name}_us" in row:
+        row[f"{name}_vs_ours"] = row[f"{name}_us"] / row[f"{ours}_us"]
+
+
 def _relative_error(got: torch.Tensor, want: torch.Tensor) -> float:
+    """max |got - want| / max |want|, in float64."""
     return ((got.double() - want).abs().max() / want.abs().max()).item()
 
 
-def mtp_row(dec, mtp, fi, batch: int, steps: int) -> dict:
-    """One (B, T): pooled_mtp, kernel(), FlashInfer's MTP and T calls of pooled decode, µs; the
-    output's error against float64 (ours and FlashInfer's)."""
+def mtp_row(dec, mtp, fi, fla, batch: int, steps: int, device: str = "cuda") -> dict:
+    """One (B, T): pooled_mtp, kernel(), FlashInfer's MTP, FLA's pooled token loop and T calls
+    of pooled decode, µs; the output's error against float64 (ours, FlashInfer's, FLA's; FLA's
+    states too)."""
     pool_size = 2 * batch + 8
-    x = serving_inputs(batch, steps, pool_size, seed=1000 * batch + steps)
+    x = serving_inputs(batch, steps, pool_size, seed=1000 * batch + steps, device=device)
     q, k, v, A_log, a, dt_bias, b = _gates(x, slice(None))
     pool, slots = x["pool"], x["slots"]
     buffer = torch.empty(pool_size, steps, NUM_V_HEADS, HEAD_SIZE, HEAD_SIZE, device=pool.device)
     out, final_state = torch.empty_like(v), torch.empty_like(pool)
-    ref_out, _ = gdn_mtp(q, k, v, pool, slots, A_log, a, dt_bias, b, DEFAULT_SCALE)
+    ref_out, ref_states = gdn_mtp(q, k, v, pool, slots, A_log, a, dt_bias, b, DEFAULT_SCALE)
     mtp.pooled_mtp(q, k, v, pool, slots, A_log, a, dt_bias, b, DEFAULT_SCALE, out, buffer)
     row = {"batch_size": batch, "seq_len": steps, "pool_size": pool_size, "out_rel_err": _relative_error(out, ref_out)}
     timed(row, "ours", lambda: mtp.pooled_mtp(q, k, v, pool, slots, A_log, a, dt_bias, b, DEFAULT_SCALE, out, buffer))
@@ -224,21 +307,30 @@ def mtp_row(dec, mtp, fi, batch: int, steps: int) -> dict:
         if "fi_us" in row:
             row["fi_vs_ours"] = row["fi_us"] / row["ours_us"]
             row["fi_out_rel_err"] = _relative_error(fi_out, ref_out)
+    if fla is not None:
+        indices = draft_slots(slots, steps, pool_size)
+        fla_pool = torch.cat([pool, pool.new_empty(batch * (steps - 1), *pool.shape[1:])])
+        _baseline(row, "fla_indexed", indexed_recurrent(fla, q, k, v, fla_pool, indices, A_log, a, dt_bias, b,
+                                                        DEFAULT_SCALE, torch.empty_like(v)),
+                  _checked(row, "fla_indexed", ref_out, ref_states, lambda: fla_pool[indices.long()]))
+        _ratio(row, "fla_indexed", "ours")
     return row
 
 
 def bench(decode_batch_sizes=DECODE_BATCH_SIZES, mtp_batch_sizes=MTP_BATCH_SIZES,
           draft_lengths=DRAFT_LENGTHS, prefill_calls=PREFILL_CALLS) -> dict:
     """{"pooled_decode": rows per batch size, "mtp": rows per (B, T), "pooled_prefill": rows
-    per call} (see the module docstring)."""
+    per call, "fla": {"version": fla-core's} or {"absent": why}} (see the module docstring)."""
     dec, mtp = load_submissions()
     pre = load_solution_file(PREFILL.submission_entry(), "gdn_prefill_submission")
     fi = flashinfer_gdn()
-    decode_rows = [pooled_decode_row(dec, fi, batch) for batch in tqdm(decode_batch_sizes, desc="pooled decode")]
+    fla, fla_absent = load_fla()
+    decode_rows = [pooled_decode_row(dec, fi, fla, batch) for batch in tqdm(decode_batch_sizes, desc="pooled decode")]
     shapes = [(batch, steps) for batch in mtp_batch_sizes for steps in draft_lengths]
-    mtp_rows = [mtp_row(dec, mtp, fi, batch, steps) for batch, steps in tqdm(shapes, desc="mtp")]
-    prefill_rows = [pooled_prefill_row(pre, lengths) for lengths in tqdm(prefill_calls, desc="pooled prefill")]
-    return {"pooled_decode": decode_rows, "mtp": mtp_rows, "pooled_prefill": prefill_rows}
+    mtp_rows = [mtp_row(dec, mtp, fi, fla, batch, steps) for batch, steps in tqdm(shapes, desc="mtp")]
+    prefill_rows = [pooled_prefill_row(pre, fla, lengths) for lengths in tqdm(prefill_calls, desc="pooled prefill")]
+    return {"pooled_decode": decode_rows, "mtp": mtp_rows, "pooled_prefill": prefill_rows,
+            "fla": {"version": fla.version} if fla is not None else {"absent": fla_absent}}
 
 
 def _cell(row: dict, key: str, spec: str) -> str:
@@ -252,6 +344,27 @@ def format_rows(rows: list[dict], columns) -> str:
     lines = ["  ".join(f"{title:>11}" for title, _, _ in columns)]
     lines += ["  ".join(f"{_cell(row, key, spec):>11}" for _, key, spec in columns) for row in rows]
     return "\n".join(lines)
+
+
+def fla_tables(result: dict) -> str:
+    """FLA beside ours, one table per entry point, each saying which of FLA's calls it runs;
+    or the line saying that FLA is absent."""
+    fla = result["fla"]
+    if "absent" in fla:
+        return f"FLA: absent ({fla['absent']}): no FLA tables"
+    return "\n".join([
+        f"FLA {fla['version']} beside ours (gdn_bench/fla_serving.py). idx = fused_recurrent_kda_fwd on the pool "
+        "through ssm_state_indices, in place (its per-channel gate given GDN's, repeated over K); gat = its GDN "
+        "call on the states gathered from the pool, written back after it (gather and write back timed). "
+        "err: output, st err: the states the call left in its pool, against float64.",
+        "\npooled decode (idx: reads and writes slots[b]; gat: fused_recurrent_gated_delta_rule):",
+        format_rows(result["pooled_decode"], DECODE_FLA_COLUMNS),
+        "\nMTP (idx writes the state after token t to its own slot [b, t], t = 0 over the state read; "
+        "FLA 0.6.0 has no call that leaves the pool and writes a buffer):",
+        format_rows(result["mtp"], MTP_FLA_COLUMNS),
+        "\npooled prefill (FLA 0.6.0 has no chunked call over a pool: gat = chunk_gated_delta_rule):",
+        format_rows(result["pooled_prefill"], PREFILL_FLA_COLUMNS),
+    ])
 
 
 def notes(rows: list[dict]) -> list[str]:

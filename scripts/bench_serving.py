@@ -1,9 +1,10 @@
 """The serving entry points against their targets, on a GPU: pooled decode against dense decode
 at every batch size, and MTP (T = 2, 4, 8; B = 1, 16, 64) against FlashInfer's MTP and T calls
 of pooled decode, and pooled prefill against the contest's prefill (token walk, chunked, spans);
-CUPTI span (cold L2) and CUDA-graph replay, µs (gdn_bench/serving_bench.py). Then prefill's host
-cost: the CPU time of an eager call, ours against FlashInfer's and FLA's, beside each one's GPU
-work (gdn_bench/host_cost.py).
+FLA's calls over the pool beside them, where fla imports (gdn_bench/fla_serving.py); CUPTI span
+(cold L2) and CUDA-graph replay, µs (gdn_bench/serving_bench.py). Then prefill's host cost: the
+CPU time of an eager call, ours against FlashInfer's and FLA's, beside each one's GPU work
+(gdn_bench/host_cost.py).
 
     python scripts/bench_serving.py [--batch-sizes 1,4,...] [--mtp-batch-sizes 1,16,64] [--draft-lengths 2,4,8]
     python scripts/bench_serving.py --prefill-calls "6;75,75,75,75;8192"   # prefill calls by sequence lengths
@@ -65,8 +66,8 @@ def main(argv=None) -> int:
 
 def _serving(args, gpu: str) -> None:
     """The serving entry points against their targets: printed, and bench_serving.json."""
-    from gdn_bench.serving_bench import (DECODE_COLUMNS, MTP_COLUMNS, PREFILL_COLUMNS, bench, format_rows, notes,
-                                         verdicts)
+    from gdn_bench.serving_bench import (DECODE_COLUMNS, MTP_COLUMNS, PREFILL_COLUMNS, bench, fla_tables, format_rows,
+                                         notes, verdicts)
 
     result = bench(args.batch_sizes, args.mtp_batch_sizes, args.draft_lengths, args.prefill_calls)
     print(f"GPU: {gpu}; µs: CUPTI span of a call (cold L2, median) and CUDA-graph replay (warm L2, median)")
@@ -77,6 +78,7 @@ def _serving(args, gpu: str) -> None:
     print(format_rows(result["mtp"], MTP_COLUMNS))
     print("\npooled prefill (in place, 2N + 8 pool slots) against the contest's prefill (dense states):")
     print(format_rows(result["pooled_prefill"], PREFILL_COLUMNS))
+    print("\n" + fla_tables(result))
     print("", *notes(result["pooled_decode"] + result["mtp"] + result["pooled_prefill"]), *verdicts(result), sep="\n")
     path = args.out / "bench_serving.json"
     path.write_text(json.dumps({"gpu": gpu, **result}, indent=2))
