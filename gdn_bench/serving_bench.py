@@ -34,8 +34,8 @@ entries.
 
 Each time is taken two ways (gdn_bench.timing): `<name>_us`, the CUPTI span of one call with a
 cold L2 (first kernel start to last kernel end, median: the contest's measure), and
-`<name>_graph_us`, one replay of the call captured in a CUDA graph (warm L2, CUDA events,
-median): what an engine that replays graphs pays. A call that cannot be captured gets
+`<name>_graph_us`, one replay of the call captured in a CUDA graph (warm L2, the CUPTI span of
+the replay's kernels, median): what an engine that replays graphs pays on the GPU. A call that cannot be captured gets
 `<name>_graph_note` instead. Inputs are model-like: unit-norm keys (so that states stay bounded
 through repeated in-place calls), everything else N(0, 1), scale 1/sqrt(128).
 

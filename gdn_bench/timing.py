@@ -12,8 +12,10 @@ Before profiling, the same flush-and-call loop runs for BUSY_SECONDS so the GPU'
 up whatever ran before.
 kernel sum: from the same profile, the sum of one call's kernel durations (median over calls):
     the GPU work alone, without the gaps between kernels.
-graph: one replay of the call captured in a CUDA graph, timed with CUDA events (warm L2,
-    median): what a serving engine that replays graphs pays, host gaps gone.
+graph: one replay of the call captured in a CUDA graph, its CUPTI span (warm L2, median): what
+    a serving engine that replays graphs pays on the GPU, host gaps and the graph's launch
+    gone (until 2026-11-27 this tier timed a lone replay with CUDA events, which counted the
+    host's launch of the graph: ~10-15 µs more on an H200, docs/perf.md).
 floor: the same measurement of `new.copy_(old)` for a state: the bytes any correct kernel moves.
 host: wall time of `synchronize; fn(); synchronize`, the cost a sync-in-loop harness (and a
     serving loop without CUDA graphs) pays per call, launch overhead included.
@@ -215,20 +217,28 @@ def capture_graph(fn: Callable[[], object], warmup: int = 3) -> Callable[[], Non
 
 
 def graph_replay_us(fn: Callable[[], object], replays: int = 30, warmup: int = 3) -> float:
-    """Median time of one replay of `fn` captured in a CUDA graph (capture_graph), by CUDA
-    events (warm L2), in µs."""
+    """Median time of one replay of `fn` captured in a CUDA graph (capture_graph), in µs: the
+    CUPTI span of the replay's GPU work, from its first kernel's start to its last one's end
+    (warm L2: nothing is flushed). This is what an engine that replays graphs pays on the
+    GPU; the host's launch of the graph, which such an engine overlaps with the GPU's work
+    before it, is left out (CUDA events around a lone replay count it: ~10-15 µs on an H200,
+    the whole of a short call's number). Replays are separated by a synchronization, so the
+    kernels of each replay are split by count."""
     replay = capture_graph(fn, warmup)
     for _ in range(warmup):
         replay()
-    times = []
-    for _ in range(replays):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        replay()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) * 1e3)
-    return statistics.median(times)
+    torch.cuda.synchronize()
+    per_replay = len(_device_kernels(_profile(replay)))
+
+    def replays_apart() -> None:
+        for _ in range(replays):
+            replay()
+            torch.cuda.synchronize()
+
+    kernels = sorted(_device_kernels(_profile(replays_apart)), key=lambda r: r[1])
+    if per_replay == 0 or len(kernels) != per_replay * replays:
+        raise TimingError(f"a graph replay launched {per_replay} kernels once and {len(kernels)} in {replays} replays")
+    return statistics.median(call_span(kernels[i:i + per_replay]) for i in range(0, len(kernels), per_replay))
 
 
 def copy_floor_us(shape: tuple[int, ...], max_calls: int = 100) -> float:
