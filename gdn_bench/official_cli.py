@@ -18,16 +18,13 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gdn_bench.run_estimate import LAUNCH_SECONDS
+from gdn_bench.run_estimate import LAUNCH_SECONDS, TIMER_EXTRA_CALLS
 
 if TYPE_CHECKING:
     from flashinfer_bench import Definition, Trace
 
 OFFICIAL_MTP_LAUNCHES_PER_STEP = 18  # official.json's loop, per (row, token, v-head) (tests/test_official_cli.py)
 NUM_V_HEADS = 8
-# flashinfer-bench main's time_runnable -> FlashInfer's bench_gpu_time_with_cupti: one call,
-# 5 to estimate, then the warm-up and the timed iterations (gdn_bench.evaluator_timing).
-TIMER_EXTRA_CALLS = 6
 
 
 def declared_definition(short: str, official: bool) -> Definition | None:

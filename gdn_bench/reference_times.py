@@ -149,6 +149,31 @@ class ReferenceTimes:
             raise
 
 
+def _split(mode: str, keys: dict[str, str], workloads: list[Workload],
+           times: ReferenceTimes) -> tuple[dict[str, dict], list[Workload]]:
+    """({uuid: cached entry, with its "key" and "source"}, the workloads to measure) under
+    `mode`, the workloads' keys being `keys` ({uuid: key})."""
+    if mode not in MODES:
+        raise ValueError(f"reference mode {mode!r}: expected one of {', '.join(MODES)}")
+    found, todo = {}, []
+    for w in workloads:
+        cached = times.get(keys[w.uuid]) if mode != "measure" else None
+        if cached:
+            found[w.uuid] = {**cached, "key": keys[w.uuid], "source": "cached"}
+        elif mode != "skip":
+            todo.append(w)
+    return found, todo
+
+
+def to_measure(mode: str, gpu: str, method: str, definition: Definition, root: Path | None,
+               workloads: list[Workload], times: ReferenceTimes) -> list[Workload]:
+    """The workloads `collect` will measure (with the same arguments, `method` being
+    timing["method"]): those with no time in `times` unless `mode` is "measure" (all) or
+    "skip" (none). What a run's estimate counts before it starts."""
+    keys = {w.uuid: reference_key(gpu, method, definition, w, root) for w in workloads}
+    return _split(mode, keys, workloads, times)[1]
+
+
 def collect(mode: str, gpu: str, definition: Definition, root: Path | None, workloads: list[Workload],
             times: ReferenceTimes, measure: Callable[[Workload], tuple[float, int]], timing: dict) -> dict[str, dict]:
     """The reference's time on each workload, as {uuid: entry, with its "key" and "source"},
@@ -160,16 +185,8 @@ def collect(mode: str, gpu: str, definition: Definition, root: Path | None, work
     a workload with no time and none measured has no entry."""
     from gdn_bench.timing import TimingError
 
-    if mode not in MODES:
-        raise ValueError(f"reference mode {mode!r}: expected one of {', '.join(MODES)}")
     keys = {w.uuid: reference_key(gpu, timing["method"], definition, w, root) for w in workloads}
-    found, todo = {}, []
-    for w in workloads:
-        cached = times.get(keys[w.uuid]) if mode != "measure" else None
-        if cached:
-            found[w.uuid] = {**cached, "key": keys[w.uuid], "source": "cached"}
-        elif mode != "skip":
-            todo.append(w)
+    found, todo = _split(mode, keys, workloads, times)
     for w in tqdm(todo, desc="definition reference", unit="workload", disable=not todo):
         try:
             us, samples = measure(w)

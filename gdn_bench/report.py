@@ -101,7 +101,7 @@ def _loop_lines(meta: dict) -> list[str]:
     return [f"loops    = Python-loop algorithms (pt-reference) ran through the Benchmark with warm-up/iterations/"
             f"trials {loop['warmup']}/{loop['iterations']}/{loop['trials']}",
             f"{INDENT}(the others: {harness['warmup']}/{harness['iterations']}/{harness['trials']}); their kernel µs "
-            "is the median of as few as 3 profiled calls."]
+            "is one profiled call's (gdn_bench.timing.single_call_time_us)."]
 
 
 def _reference_lines(meta: dict, summary: Summary) -> list[str]:

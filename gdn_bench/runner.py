@@ -38,10 +38,10 @@ from gdn_bench.evaluator_timing import reference_timer
 from gdn_bench.interrupts import Interrupted, stage, workers_ignore_ctrl_c
 from gdn_bench.packing import PackError
 from gdn_bench.paths import harness_outside_project, project_root
-from gdn_bench.reference_times import ReferenceTimes, collect, default_file
+from gdn_bench.reference_times import ReferenceTimes, collect, default_file, to_measure
 from gdn_bench.results import Results, Row
-from gdn_bench.run_estimate import estimate_line, loop_harness
-from gdn_bench.timing import TimingError, bounded_kernel_time_us, copy_floor_us, kernel_time_us
+from gdn_bench.run_estimate import estimate_line, loop_harness, slashed, tiers
+from gdn_bench.timing import TimingError, copy_floor_us, kernel_time_us, single_call_time_us
 
 
 @dataclass
@@ -247,10 +247,11 @@ def run(settings: RunSettings) -> Results:
     trace_set = load_trace_set(settings.dataset or spec.default_dataset(not cpu), spec.name)
     workloads = select_workloads([t.workload for t in trace_set.workloads[spec.name]], settings, cpu)
     results = Results(meta=_meta(settings, trace_set, cpu))
-    if not cpu:
-        print(estimate_line(algos, workloads, results.meta["loop_harness"] or loop_harness(given_harness(settings))))
     # Read before any work, so that a broken file stops the run at once.
     times = None if cpu or settings.reference is None else _reference_times(settings)
+    timer = None if times is None else reference_timer()
+    if not cpu:
+        print(_estimate(settings, trace_set, algos, workloads, times, timer))
     try:
         with stage("packing"):
             solutions = _packed(algos, results, workloads)
@@ -260,7 +261,7 @@ def run(settings: RunSettings) -> Results:
                 failed = {r.workload for r in results.rows if r.status == WORKLOAD_ERROR}
                 with stage("definition reference"):
                     _reference_tier(settings, trace_set.definitions[spec.name], trace_set.root,
-                                    [w for w in workloads if w.uuid not in failed], times, results)
+                                    [w for w in workloads if w.uuid not in failed], times, timer, results)
     except KeyboardInterrupt as e:
         where = e.stage if isinstance(e, Interrupted) else "the run"
         planned = len(workloads) * sum(a.name not in results.skipped for a in algos)
@@ -271,6 +272,22 @@ def run(settings: RunSettings) -> Results:
         row.kind = kinds[row.workload]
     results.rows.sort(key=Row.order)
     return results
+
+
+def _estimate(settings: RunSettings, trace_set: TraceSet, algos, workloads, times: ReferenceTimes | None,
+              timer) -> str:
+    """The GPU run's estimate (gdn_bench.run_estimate), counting the definition reference's
+    workloads with no cached time (none when `times` is None: no reference tier)."""
+    harness = harness_settings(settings)
+    uncached = [] if times is None else to_measure(
+        settings.reference, torch.cuda.get_device_name(), timer.method(*_counts(harness)),
+        trace_set.definitions[settings.spec.name], trace_set.root, workloads, times)
+    return estimate_line(tiers(settings.spec, algos, workloads, harness, loop_harness(given_harness(settings)),
+                               uncached))
+
+
+def _counts(harness: dict) -> tuple[int, int, int]:
+    return harness["warmup"], harness["iterations"], harness["trials"]
 
 
 def _row(algo: str, r: CheckResult) -> Row:
@@ -349,7 +366,7 @@ def _harness_tier(settings, trace_set, definition, workloads, solutions, rows: d
 def harness_label(names: list[str], harness: dict, several: bool) -> str:
     """The Benchmark's progress bar for a pass over `names`: flashinfer-bench, the algorithms,
     and when the run has several passes, the pass's warm-up / iterations / trials."""
-    counts = f" ({harness['warmup']}/{harness['iterations']}/{harness['trials']})" if several else ""
+    counts = f" ({slashed(harness)})" if several else ""
     return f"flashinfer-bench: {', '.join(names)}{counts}"
 
 
@@ -389,7 +406,8 @@ def _benchmark(bench: Benchmark, bench_set: TraceSet, definition, workloads, sol
 def _kernel_tier(spec, definition, root, workloads, solutions, rows: dict, seed: int) -> None:
     """CUPTI kernel time for every (algorithm, workload) that passed, one algorithm at a time,
     those marked `time_last` after the rest, the progress bar naming the algorithm timed; a
-    Python-loop algorithm (Algo.launches) by the bounded timer (as few as 3 profiled calls)."""
+    Python-loop algorithm (Algo.launches), called in the margins tier already, by one profiled
+    call (timing.single_call_time_us)."""
     from flashinfer_bench.compile import BuilderRegistry
 
     registry = BuilderRegistry.get_instance()
@@ -404,7 +422,7 @@ def _kernel_tier(spec, definition, root, workloads, solutions, rows: dict, seed:
             try:
                 with torch.no_grad():
                     row.kernel_us = (kernel_time_us(call) if spec.algos_by_name[algo].launches is None
-                                     else bounded_kernel_time_us(call)[0])
+                                     else single_call_time_us(call))
             except TimingError as e:
                 row.message = f"kernel timing failed: {e}"
 
@@ -414,18 +432,18 @@ def kernel_label(algo: str) -> str:
     return f"kernel time (CUPTI): {algo}"
 
 
-def _reference_tier(settings: RunSettings, definition, root, workloads, times: ReferenceTimes,
+def _reference_tier(settings: RunSettings, definition, root, workloads, times: ReferenceTimes, timer,
                     results: Results) -> None:
     """The time of the definition's own reference (flashinfer-bench's build_reference, as the
     contest builds it) on every workload, into results.reference: cached or measured as
     reference_times.collect says, measured by the contest evaluator's timer with the run's
-    warm-up / iterations / trials, or where it cannot run, the kit's own and why
-    (gdn_bench.evaluator_timing); which one, into results.meta["reference"]["timer"]."""
+    warm-up / iterations / trials by `timer` (evaluator_timing.reference_timer: the evaluator's,
+    or where it cannot run, the kit's own and why); which one, into
+    results.meta["reference"]["timer"]."""
     from flashinfer_bench.compile import BuilderRegistry
 
     reference = BuilderRegistry.get_instance().build_reference(definition)
-    timer, harness = reference_timer(), harness_settings(settings)
-    counts = (harness["warmup"], harness["iterations"], harness["trials"])
+    counts = _counts(harness_settings(settings))
     timing = {"method": timer.method(*counts), "timer": timer.describe(*counts), "evaluators": timer.is_evaluators,
               "versions": timer.versions}
     results.meta["reference"]["timer"] = timing

@@ -22,7 +22,8 @@ host: wall time of `synchronize; fn(); synchronize`, the cost a sync-in-loop har
 A call that takes SLOW_CALL_SECONDS or more (a Python loop over tokens, such as the prefill
 definition's reference: about a second at 8192 tokens) is timed by bounded_kernel_time_us the
 same way with fewer calls, and says how many (the reference's timer where the evaluator's
-cannot run).
+cannot run); a Python loop already called in the process, by one profiled call
+(single_call_time_us).
 """
 
 import functools
@@ -190,6 +191,14 @@ def bounded_kernel_time_us(fn: Callable[[], None], max_calls: int = 100) -> tupl
     else:
         calls = _cold_calls(fn, max_calls, warmup=0, calls=count, busy=False)
     return statistics.median(call_span(c) for c in calls), len(calls)
+
+
+def single_call_time_us(fn: Callable[[], None]) -> float:
+    """The span of one profiled call of `fn` with a cold L2, no warm-up and no busy loop, in µs:
+    for a Python loop of small launches that already ran in this process, whose time is its
+    host's launches (thousands of them, so one call varies little) and whose profiled call
+    costs several plain ones (gdn_bench.run_estimate)."""
+    return call_span(_cold_calls(fn, 1, warmup=0, calls=1, busy=False)[0])
 
 
 def kernel_times_us(fn: Callable[[], None], max_calls: int = 100, warmup: int = 3) -> tuple[float, float]:

@@ -16,7 +16,7 @@ import torch
 from gdn_bench.dataset import load_trace_set
 from gdn_bench.definitions import DEFINITIONS
 from gdn_bench.reference_times import (REFERENCE_FILE, ReferenceTimes, as_cached, blob_files, collect, default_file,
-                                       reference_key)
+                                       reference_key, to_measure)
 from gdn_bench import timing
 from gdn_bench.timing import MIN_SLOW_CALLS, TimingError, _device_kernels, slow_calls
 
@@ -132,6 +132,20 @@ def test_a_failed_timing_is_an_entry_without_a_time_and_is_not_cached(decode, tm
     assert not path.exists()
 
 
+def test_to_measure_names_what_collect_will_measure(decode, tmp_path):
+    """What a run's estimate counts: the workloads without a cached time (all with "measure",
+    none with "skip"), as collect then measures them."""
+    definition, root, random, blobbed = decode
+    times = ReferenceTimes.load(tmp_path / "ref.json")
+    collect("cached", GPU, definition, root, [random], times, _counting(), TIMING)
+    for mode, expected in (("cached", [blobbed]), ("measure", [random, blobbed]), ("skip", [])):
+        assert to_measure(mode, GPU, METHOD, definition, root, [random, blobbed], times) == expected
+        measure = _counting()
+        collect(mode, GPU, definition, root, [random, blobbed], ReferenceTimes(None, dict(times.entries)), measure,
+                TIMING)
+        assert measure.calls == [w.uuid for w in expected]
+
+
 def test_collect_rejects_an_unknown_mode(decode):
     definition, root, random, _ = decode
     with pytest.raises(ValueError, match="reference mode 'fresh': expected one of cached, measure, skip"):
@@ -241,13 +255,12 @@ def test_a_run_times_the_reference_with_its_timer_and_the_runs_counts(decode, mo
     seen = []
     timer = ReferenceTimer(TIME_RUNNABLE, {"torch": "2.13"}, time_ms=lambda fn, args, warmup, iterations, device:
                            seen.append((warmup, iterations)) or 0.25)
-    monkeypatch.setattr(runner, "reference_timer", lambda: timer)
     monkeypatch.setattr(torch.cuda, "get_device_name", lambda: GPU)
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(runner, "workload_inputs", lambda d, w, r, device, seed: workload_inputs(d, w, r, "cpu", seed))
     settings = runner.RunSettings(algos=["fla-recurrent"], definition="decode", reference="measure", iterations=7)
     results = Results(meta={"reference": {"mode": "measure", "file": None}})
-    runner._reference_tier(settings, definition, root, [random], ReferenceTimes(), results)
+    runner._reference_tier(settings, definition, root, [random], ReferenceTimes(), timer, results)
     entry = results.reference[random.uuid]
     assert seen == [(10, 7)] * 3  # decode's contest warm-up and trials, the run's iterations
     assert (entry["us"], entry["samples"], entry["source"], entry["evaluators"]) == (250.0, 21, "measured", True)

@@ -75,6 +75,10 @@ class DefinitionSpec:
     # a floor means nothing.
     floor_shape: Callable[[int], tuple[int, ...]] | None
     job_groups: int  # run_modal jobs per algorithm
+    # The definition reference's launches per call from a workload's axes, counted on CPU
+    # (tests/test_run_estimate.py): its time's estimate (gdn_bench.run_estimate); None where
+    # the axes do not give them (prefill's: its longest sequence).
+    reference_launches: Callable[[dict], int] | None = None
 
     @property
     def algos_by_name(self) -> dict[str, Algo]:

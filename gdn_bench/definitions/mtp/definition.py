@@ -134,4 +134,5 @@ MTP = DefinitionSpec(
     write_embedded=write_embedded,
     floor_shape=None,  # a group mixes draft lengths and pool sizes: no single memory floor
     job_groups=7,  # as many as the mix has batch sizes
+    reference_launches=lambda axes: 44 + 10 * axes["seq_len"],  # a loop over tokens, counted on CPU
 )
