@@ -25,7 +25,6 @@ import triton.language as tl
 NUM_Q_HEADS = 4
 NUM_V_HEADS = 8
 HEAD_SIZE = 128
-Tensor = torch.Tensor  # one global lookup in the checks' loop
 
 # Whether Triton interprets kernels on the CPU (read when the kernels are decorated).
 INTERPRETED = os.environ.get("TRITON_INTERPRET", "0") == "1"
@@ -157,6 +156,9 @@ def pool_slots(read_index_ptr, write_index_ptr, row, pool_size):
     writes = live & (write >= 0)
     fill = tl.where(read < 0, 0.0, float("nan"))
     return tl.where(live, read, 0), tl.where(writes, write, 0), live, writes, fill
+
+
+Tensor = torch.Tensor  # one global lookup in the checks' loop
 
 
 @functools.lru_cache(maxsize=256)
