@@ -27,8 +27,8 @@ import operator
 import triton
 import triton.language as tl
 
-from .shared import (HEAD_SIZE, NUM_Q_HEADS, NUM_V_HEADS, Launcher, LaunchRow, arch_key, delta_rule_step, expect,
-                     expect_all, expect_indices, expect_pool, expect_rank, expect_write_indices, expected_specs,
+from .shared import (HEAD_SIZE, NUM_Q_HEADS, NUM_V_HEADS, Launcher, LaunchRow, arch_key, checked_pointers,
+                     delta_rule_step, expect, expect_indices, expect_pool, expect_rank, expect_write_indices, expected_specs,
                      launch_config, pool_slots, scale_value, step_gates)
 
 # Launch configuration per architecture (shared.arch_key) and batch size, rows in increasing
@@ -133,25 +133,6 @@ def _plan(batch, has_state, launch_table):
     return expected_arguments(batch), grid, _constexprs(has_state, False, block_v), num_warps
 
 
-def _pointers(tensors, expected, device):
-    """The tensors' data pointers if each has its expected shape and dtype, q's device and a
-    contiguous layout (state may be None: its slot then holds new_state's pointer); else None."""
-    ptrs = []
-    try:
-        for t, (shape, dtype) in zip(tensors, expected):
-            if t is None and len(ptrs) == _STATE:
-                ptrs.append(None)
-            elif t.shape == shape and t.dtype is dtype and t.device == device and t.is_contiguous():
-                ptrs.append(t.data_ptr())
-            else:
-                return None
-    except AttributeError:  # not a tensor
-        return None
-    if ptrs[_STATE] is None:
-        ptrs[_STATE] = ptrs[-1]
-    return ptrs
-
-
 def kernel(q, k, v, state, A_log, a, dt_bias, b, scale, output, new_state):
     """DPS entry point: writes `output` [B,1,8,128] bf16 and `new_state` [B,8,128,128] f32.
 
@@ -160,15 +141,13 @@ def kernel(q, k, v, state, A_log, a, dt_bias, b, scale, output, new_state):
     batch, device = expect_rank("q", q, Q_DIMS)[0], q.device
     tensors = (q, k, v, state, A_log, a, dt_bias, b, output, new_state)
     expected, grid, constexprs, num_warps = _plan(batch, state is not None, LAUNCH_TABLES[arch_key(device)])
-    ptrs = _pointers(tensors, expected, device)
-    if ptrs is None:
-        expect_all(ARG_NAMES, tensors, expected, device)
-        raise AssertionError("_pointers and expect_all disagree")
+    ptrs = checked_pointers(ARG_NAMES, tensors, expected, device)
     scale = scale_value(scale)
     if batch == 0:
         return
     if state is None:  # the kernel reads nothing through this pointer when HAS_STATE is false
         tensors = tensors[:_STATE] + (new_state,) + tensors[_STATE + 1:]
+        ptrs[_STATE] = ptrs[-1]
     aligned = not functools.reduce(operator.or_, ptrs) & 15
     _launcher.launch(grid, (*tensors, None, None, scale, None), constexprs, num_warps, device.index,
                      ((*ptrs, None, None, scale, None), aligned))

@@ -58,8 +58,9 @@ from .prefill_pass import span_pass_kernel
 from .prefill_prep import GATE_ROWS, chunk_prep_kernel
 from .prefill_spans import SpanSettings, span_plan
 from .prefill_walk import token_walk_kernel
-from .shared import (HEAD_SIZE, INTERPRETED, NUM_Q_HEADS, NUM_V_HEADS, Launcher, arch_key, checked_pointers,
-                     expect_indices, expect_pool, expect_rank, expect_write_indices, expected_specs, scale_value)
+from .shared import (HEAD_SIZE, INTERPRETED, NUM_Q_HEADS, NUM_V_HEADS, Launcher, Tensor, arch_key, checked_pointers,
+                     expect_indices, expect_pool, expect_rank, expect_write_indices, expected_specs, fitting_pointers,
+                     scale_value)
 
 # --- Tuning surface: every setting and launch table, chosen in _plan ----------------------
 # Measured on H100 and H200 (docs/perf.md, prefill items 17-20).
@@ -206,7 +207,8 @@ WALK_TABLE = {
 
 def _table(name, arch):
     """The rows of launch table `name` (PASS_TABLE, ...) for architecture `arch` (shared.arch_key),
-    as the module holds them now (a tuner may have replaced them). The one place a table is read."""
+    as the module holds them now (a tuner may have replaced them). The one place a table is read
+    for a plan (_settings reads them too, for the cache of plans)."""
     return globals()[name][arch]
 
 
@@ -218,9 +220,18 @@ def _table(name, arch):
 # microseconds instead of Triton's full path (docs/perf.md, "Notes moved from the code").
 
 _ARG_NAMES = ("q", "k", "v", "state", "A_log", "a", "dt_bias", "b", "cu_seqlens", "output", "new_state")
+_STATE, _A_LOG, _READ = _ARG_NAMES.index("state"), _ARG_NAMES.index("A_log"), len(_ARG_NAMES)
 _POOLED_CHECKS = ("q", "k", "v", "A_log", "a", "dt_bias", "b", "cu_seqlens", "output")  # pooled_prefill's, as kernel()'s
+# A call's values, in the order its launches take them from (Step.take): _ARG_NAMES, these,
+# the CallPlan's constants, then its scratch tensors.
+_EXTRAS = ("read_indices", "write_indices", "scale_ptr", "pool_size", "scale")
+_CONSTANTS = ("T", "N", "J", "S", "none")
+_SCRATCH = ("tb", "m", "k16", "q16", "gates", "flag", "span_n", "span_p", "enter")  # the chunked path's (_scratch_layout)
+_VALUES = _ARG_NAMES + _EXTRAS + _CONSTANTS + _SCRATCH
+_POOL_ROW = torch.Size((NUM_V_HEADS, HEAD_SIZE, HEAD_SIZE))  # a pool slot's shape
+_INDEX_DTYPES = (torch.int32, torch.int64)
 _SEQ_BLOCK = 64  # sequence ends compared per step when locating a token's sequence
-_TABLES = ("WALK_TABLE", "PREP_TABLE", "PASS_TABLE", "SUMMARY_TABLE", "FIXUP_TABLE")
+_KEPT_PLANS = 256  # CallPlans kept (_call_plan); more forget them all
 
 
 class Plan(NamedTuple):
@@ -278,11 +289,12 @@ def _within(value, bound):
 
 
 def _settings(arch):
-    """Everything _plan and _steps read from this module for architecture `arch`, as it holds it
-    now (a tuner or a test may have replaced any of it): the key under which a call's launches
-    are kept (_call_plan)."""
+    """Everything _plan and _new_call_plan read from this module for architecture `arch`, as it
+    holds it now (a tuner or a test may have replaced any of it): a kept CallPlan is used while
+    these are what it was planned with (_call_plan). Read directly, each table once: this runs
+    on every call."""
     return (CHUNK, WALK_MAX_TOKENS, WALK_MAX_MEAN_LENGTH, SPAN_MIN_TOKENS, SPAN_MIN_BLOCKS, SPAN_MAX, SPAN_PIECES,
-            *(_table(name, arch) for name in _TABLES))
+            WALK_TABLE[arch], PREP_TABLE[arch], PASS_TABLE[arch], SUMMARY_TABLE[arch], FIXUP_TABLE[arch])
 
 
 def _sizes(q, cu_seqlens):
@@ -346,11 +358,11 @@ def _scratch_layout(blocks, num_seqs, spans):
     hv, c, d = NUM_V_HEADS, CHUNK, HEAD_SIZE
     maps = num_seqs * spans * hv * d * d if spans > 1 else 0
     f16, f32 = torch.float16, torch.float32
-    sizes = (("tb", f16, blocks * hv * c * c), ("m", f16, blocks * hv * c * c), ("k16", f16, blocks * NUM_Q_HEADS * c * d),
-             ("q16", f16, blocks * NUM_Q_HEADS * c * d), ("gates", f32, blocks * hv * GATE_ROWS.value * c), ("flag", f32, 1),
-             ("span_n", f32, maps), ("span_p", f16, maps), ("enter", f32, maps))
+    sizes = ((f16, blocks * hv * c * c), (f16, blocks * hv * c * c), (f16, blocks * NUM_Q_HEADS * c * d),
+             (f16, blocks * NUM_Q_HEADS * c * d), (f32, blocks * hv * GATE_ROWS.value * c), (f32, 1),
+             (f32, maps), (f16, maps), (f32, maps))
     slots, offset = [], 0
-    for name, dtype, size in sizes:
+    for name, (dtype, size) in zip(_SCRATCH, sizes):
         slots.append(Slot(name, dtype, offset, size))
         offset += -(-size * dtype.itemsize // 16) * 16
     return tuple(slots), offset
@@ -364,11 +376,13 @@ def _scratch_views(buffer, slots):
 
 class Step(NamedTuple):
     """One launch of a call, all but its arguments' values: the Launcher, the grid, where each
-    runtime argument comes from (keys of the call's values, _launch_call), in parameter order,
-    the constexprs as (name, value) pairs in parameter order, and the warps."""
+    runtime argument comes from (names of the call's values, _launch_call), in parameter order,
+    `take`, which picks them from the call's values in the CallPlan's order, the constexprs as
+    (name, value) pairs in parameter order, and the warps."""
     launcher: Launcher
     grid: tuple
     sources: tuple
+    take: operator.itemgetter
     constexprs: tuple
     warps: int
 
@@ -376,27 +390,46 @@ class Step(NamedTuple):
 class CallPlan(NamedTuple):
     """Everything a call needs besides its tensors (_call_plan): the Plan, the Steps in launch
     order, the scratch (Slots and bytes in all; none for the token walk) and the values that
-    follow from the shapes (T, N, J, S; `none` for an argument passed as None)."""
+    follow from the shapes (_CONSTANTS: T, N, J, S; None for an argument passed as None)."""
     plan: Plan
     steps: tuple
     slots: tuple
     scratch_bytes: int
-    constants: dict
+    constants: tuple
 
 
 def _step(launcher, grid, sources, constexprs, warps):
-    """A Step of `launcher` from its runtime arguments' sources and its constexprs by parameter
-    name (TypeError where they do not match the kernel's parameters)."""
-    return Step(launcher, grid, *launcher.order(sources, constexprs), warps)
+    """A Step of `launcher` from its runtime arguments' sources (names in _VALUES) and its
+    constexprs by parameter name (TypeError where they do not match the kernel's parameters).
+    Every kernel has several runtime arguments, so `take` gives a tuple."""
+    ordered, pairs = launcher.order(sources, constexprs)
+    return Step(launcher, grid, ordered, operator.itemgetter(*map(_VALUES.index, ordered)), pairs, warps)
 
 
-@functools.lru_cache(maxsize=256)
-def _call_plan(total, num_seqs, arch, has_state, pooled, scale_from_ptr, settings):
+_CALL_PLANS = {}  # _call_plan's key -> (_settings then, CallPlan)
+
+
+def _call_plan(total, num_seqs, arch, has_state, pooled, scale_from_ptr):
     """The CallPlan of a call of T tokens in N > 0 sequences on `arch`, with or without a
-    state, pooled or not, its scale a float or read from a tensor. `settings` (_settings) is
-    only part of the key, so that a changed table or setting plans anew."""
+    state, pooled or not, its scale a float or read from a tensor: planned once, and kept
+    while the module's settings (_settings) are those it was planned with (a comparison, not
+    a hash: the tables' rows stay the same objects)."""
+    key = (total, num_seqs, arch, has_state, pooled, scale_from_ptr)
+    settings = _settings(arch)
+    kept = _CALL_PLANS.get(key)
+    if kept is not None and kept[0] == settings:
+        return kept[1]
+    if len(_CALL_PLANS) >= _KEPT_PLANS:
+        _CALL_PLANS.clear()
+    call = _new_call_plan(*key)
+    _CALL_PLANS[key] = settings, call
+    return call
+
+
+def _new_call_plan(total, num_seqs, arch, has_state, pooled, scale_from_ptr):
+    """_call_plan's CallPlan, planned."""
     plan = _plan(total, num_seqs, arch)
-    constants = dict(T=total, N=num_seqs, J=plan.spans, S=plan.span_blocks, none=None)
+    constants = (total, num_seqs, plan.spans, plan.span_blocks, None)
     inputs = dict(q_ptr="q", k_ptr="k", A_log_ptr="A_log", a_ptr="a", dt_bias_ptr="dt_bias", b_ptr="b",
                   cu_ptr="cu_seqlens")
     pool = dict(read_index_ptr="read_indices", write_index_ptr="write_indices", pool_size="pool_size")
@@ -459,19 +492,19 @@ def kernel(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_
     """
     tensors = (q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, output, new_state)
     total, num_seqs, device = _sizes(q, cu_seqlens)
-    raw = checked_pointers(_ARG_NAMES, tensors, expected_specs(_ARG_NAMES, (total,), num_seqs), device)
+    pointers = checked_pointers(_ARG_NAMES, tensors, expected_specs(_ARG_NAMES, (total,), num_seqs), device)
     scale_float, scale_tensor = _resolve_scale(scale, device)
     if num_seqs == 0:
         return
-    arch = arch_key(device)
-    call = _call_plan(total, num_seqs, arch, state is not None, False, scale_tensor is not None, _settings(arch))
+    call = _call_plan(total, num_seqs, arch_key(device), state is not None, False, scale_tensor is not None)
     if state is None:  # the kernels read nothing through this pointer without a state
-        state = new_state
+        state, pointers[_STATE] = new_state, pointers[-1]
     elif call.plan.spans > 1 and state.untyped_storage().data_ptr() == new_state.untyped_storage().data_ptr():
         state = state.clone()  # in place: the last span writes what span 0 reads, in one launch
-    raw["state"] = state.data_ptr()
-    _launch_call(call, dict(zip(_ARG_NAMES, tensors), state=state, read_indices=None, write_indices=None,
-                            pool_size=None), raw, scale_float, scale_tensor, device)
+        pointers[_STATE] = state.data_ptr()
+    pointers += (None, None)  # no indices
+    _launch_call(call, (*tensors[:_STATE], state, *tensors[_STATE + 1:]), pointers, (None, None, None, scale_float),
+                 scale_tensor, device)
 
 
 def pooled_prefill(q, k, v, state_pool, read_indices, A_log, a, dt_bias, b, cu_seqlens, scale, output,
@@ -502,53 +535,87 @@ def pooled_prefill(q, k, v, state_pool, read_indices, A_log, a, dt_bias, b, cu_s
     total, num_seqs, device = _sizes(q, cu_seqlens)
     tensors = (q, k, v, A_log, a, dt_bias, b, cu_seqlens, output)
     expected = expected_specs(_POOLED_CHECKS, (total,), num_seqs)
-    raw = checked_pointers(_POOLED_CHECKS[:3], tensors[:3], expected[:3], device)
-    pool_size = expect_pool("state_pool", state_pool, device)
-    expect_indices("read_indices", read_indices, num_seqs, device)
-    raw.update(checked_pointers(_POOLED_CHECKS[3:], tensors[3:], expected[3:], device))
-    write_indices = expect_write_indices(write_indices, read_indices)
+    checked = _pooled_pointers(tensors, state_pool, read_indices, write_indices, expected, num_seqs, device)
+    if checked is None:  # the first bad argument, in the order of the signature
+        _pooled_checks(tensors, state_pool, read_indices, write_indices, expected, num_seqs, device)
+        raise AssertionError("_pooled_pointers and _pooled_checks disagree")
+    pointers, pool_size, write_indices = checked
     scale_float, scale_tensor = _resolve_scale(scale, device)
     if num_seqs == 0:
         return
-    arch = arch_key(device)
-    call = _call_plan(total, num_seqs, arch, True, True, scale_tensor is not None, _settings(arch))
-    pool = dict(state=state_pool, new_state=state_pool, read_indices=read_indices, write_indices=write_indices)
-    raw.update((name, t.data_ptr()) for name, t in pool.items())
-    _launch_call(call, dict(zip(_POOLED_CHECKS, tensors), **pool, pool_size=pool_size), raw, scale_float,
-                 scale_tensor, device)
+    call = _call_plan(total, num_seqs, arch_key(device), True, True, scale_tensor is not None)
+    q, k, v, A_log, a, dt_bias, b, cu_seqlens, output = tensors
+    _launch_call(call, (q, k, v, state_pool, A_log, a, dt_bias, b, cu_seqlens, output, state_pool), pointers,
+                 (read_indices, write_indices, pool_size, scale_float), scale_tensor, device)
 
 
-def _launch_call(call, values, raw, scale_float, scale_tensor, device):
+def _pooled_pointers(tensors, pool, read_indices, write_indices, expected, num_seqs, device):
+    """pooled_prefill's checks in one cheap pass: (the data pointers in _ARG_NAMES order, the
+    pool for state and new_state, then the indices'; the pool size P; write_indices,
+    read_indices where None) where every argument passes them, else None (_pooled_checks then
+    names the first that fails)."""
+    pointers = fitting_pointers(_POOLED_CHECKS, tensors, expected, device)
+    if (pointers is None or not isinstance(pool, Tensor) or pool.dim() != 4 or pool.shape[1:] != _POOL_ROW
+            or pool.dtype is not torch.float32 or pool.device != device or not pool.is_contiguous()
+            or not isinstance(read_indices, Tensor) or read_indices.shape != (num_seqs,)
+            or read_indices.dtype not in _INDEX_DTYPES or read_indices.device != device
+            or not read_indices.is_contiguous()):
+        return None
+    if write_indices is None:
+        write_indices = read_indices
+    elif not (isinstance(write_indices, Tensor) and write_indices.shape == read_indices.shape
+              and write_indices.dtype is read_indices.dtype and write_indices.device == device
+              and write_indices.is_contiguous()):
+        return None
+    pool_ptr = pool.data_ptr()
+    pointers[_STATE:_STATE] = (pool_ptr,)
+    pointers += (pool_ptr, read_indices.data_ptr(), write_indices.data_ptr())
+    return pointers, pool.shape[0], write_indices
+
+
+def _pooled_checks(tensors, pool, read_indices, write_indices, expected, num_seqs, device):
+    """pooled_prefill's checks one argument at a time, in the order of its signature: the first
+    that fails raises ValueError naming it (the pointers from _pooled_pointers otherwise)."""
+    checked_pointers(_POOLED_CHECKS[:3], tensors[:3], expected[:3], device)
+    expect_pool("state_pool", pool, device)
+    expect_indices("read_indices", read_indices, num_seqs, device)
+    checked_pointers(_POOLED_CHECKS[3:], tensors[3:], expected[3:], device)
+    expect_write_indices(write_indices, read_indices)
+
+
+def _launch_call(call, tensors, pointers, extras, scale_tensor, device):
     """The launches of a checked call (CallPlan `call`), prepared all before the first goes
-    out. `values`: the arguments by name (_ARG_NAMES, state the one the kernels read, and
-    read_indices, write_indices, pool_size: None for kernel()); `raw`: the data pointer of
-    each tensor among them, by name. The launches take raw pointers (the scratch's from one
-    allocation of bytes), its tensors made only for a launch through Triton; what may change
-    the compiled kernel besides the constexprs is the dtypes of the indices and of the scale's
-    tensor (every other dtype is checked)."""
-    scale_ptr = values["A_log"] if scale_tensor is None else scale_tensor
-    values.update(call.constants, scale=scale_float, scale_ptr=scale_ptr)
-    raw["scale_ptr"] = scale_ptr.data_ptr()
-    buffer = None
+    out. `tensors`: _ARG_NAMES' (state the one the kernels read); `pointers`: their data
+    pointers, then the indices' (None for kernel()); `extras`: read_indices, write_indices,
+    pool_size (None for kernel()) and the scale's float. The launches take raw pointers (the
+    scratch's from one allocation of bytes), their tensors made only for a launch through
+    Triton; what may change the compiled kernel besides the constexprs is the dtypes of the
+    indices and of the scale's tensor (every other dtype is checked)."""
+    read_indices, write_indices, pool_size, scale_float = extras
+    scale_ptr = tensors[_A_LOG] if scale_tensor is None else scale_tensor
+    scale_address, buffer, base = scale_ptr.data_ptr(), None, 0
     if call.slots:
         buffer = torch.empty(call.scratch_bytes, dtype=torch.uint8, device=device)
         base = buffer.data_ptr()
-        raw.update((slot.name, base + slot.offset) for slot in call.slots)
-    aligned = not functools.reduce(operator.or_, raw.values()) & 15
-    raw = dict(values, **raw)
-    specialization = (getattr(values["read_indices"], "dtype", None), scale_ptr.dtype)
-    launches = [step.launcher.prepare(step.grid, functools.partial(_tensor_arguments, values, buffer, call.slots,
+    indices = 0 if read_indices is None else pointers[_READ] | pointers[_READ + 1]
+    aligned = not functools.reduce(operator.or_, pointers[:_READ], scale_address | base | indices) & 15
+    values = (*pointers, scale_address, pool_size, scale_float, *call.constants,
+              *[base + slot.offset for slot in call.slots])
+    objects = (*tensors, read_indices, write_indices, scale_ptr, pool_size, scale_float, *call.constants)
+    specialization = (getattr(read_indices, "dtype", None), scale_ptr.dtype)
+    launches = [step.launcher.prepare(step.grid, functools.partial(_tensor_arguments, objects, buffer, call.slots,
                                                                    step.sources),
-                                      step.constexprs, step.warps, device.index,
-                                      (tuple(map(raw.__getitem__, step.sources)), aligned), specialization)
+                                      step.constexprs, step.warps, device.index, (step.take(values), aligned),
+                                      specialization)
                 for step in call.steps]
     for launch in launches:
         launch()
 
 
-def _tensor_arguments(values, buffer, slots, sources):
-    """A Step's arguments as tensors, for a launch through Triton: `values` and the scratch's
-    views of `buffer`, in the order of `sources`."""
+def _tensor_arguments(objects, buffer, slots, sources):
+    """A Step's arguments as tensors, for a launch through Triton: `objects` (_VALUES' up to
+    the scratch) and the scratch's views of `buffer`, in the order of `sources`."""
+    values = dict(zip(_VALUES, objects))
     if buffer is not None:
-        values = dict(values, **_scratch_views(buffer, slots))
+        values.update(_scratch_views(buffer, slots))
     return [values[source] for source in sources]

@@ -158,6 +158,9 @@ def pool_slots(read_index_ptr, write_index_ptr, row, pool_size):
     return tl.where(live, read, 0), tl.where(writes, write, 0), live, writes, fill
 
 
+Tensor = torch.Tensor  # one global lookup in the checks' loop
+
+
 @functools.lru_cache(maxsize=256)
 def expected_specs(names, tokens, sequences):
     """(shape, dtype) of each argument named in `names` (a tuple, in its order), for a call whose
@@ -209,18 +212,28 @@ def expect_all(names, tensors, expected, device):
             expect(name, t, shape, dtype, device)
 
 
+def fitting_pointers(names, tensors, expected, device):
+    """The data pointers of `tensors` in order (None for a state of None) if each passes
+    expect's checks against its (shape, dtype) in `expected`, else None: one cheap pass that
+    raises nothing (a caller that needs the message runs expect_all, or its own checks)."""
+    pointers = []
+    for t, (shape, dtype) in zip(tensors, expected):
+        if isinstance(t, Tensor) and t.shape == shape and t.dtype is dtype and t.device == device and t.is_contiguous():
+            pointers.append(t.data_ptr())
+        elif t is None and names[len(pointers)] == "state":
+            pointers.append(None)
+        else:
+            return None
+    return pointers
+
+
 def checked_pointers(names, tensors, expected, device):
-    """The data pointers of `tensors` by name (a state of None left out), once each passes
-    expect's checks against its (shape, dtype) in `expected`: one cheap pass; only a call that
-    fails it runs expect_all, for the message."""
-    pointers = {}
-    for name, t, (shape, dtype) in zip(names, tensors, expected):
-        if (isinstance(t, torch.Tensor) and t.shape == shape and t.dtype is dtype and t.device == device
-                and t.is_contiguous()):
-            pointers[name] = t.data_ptr()
-        elif t is not None or name != "state":
-            expect_all(names, tensors, expected, device)
-            raise AssertionError("checked_pointers and expect_all disagree")
+    """fitting_pointers, or ValueError naming the first argument that fails expect's checks
+    (only a failing call runs expect_all, for the message)."""
+    pointers = fitting_pointers(names, tensors, expected, device)
+    if pointers is None:
+        expect_all(names, tensors, expected, device)
+        raise AssertionError("fitting_pointers and expect_all disagree")
     return pointers
 
 
