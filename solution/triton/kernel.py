@@ -29,7 +29,7 @@ import triton.language as tl
 
 from .shared import (HEAD_SIZE, NUM_Q_HEADS, NUM_V_HEADS, Launcher, LaunchRow, arch_key, checked_pointers,
                      delta_rule_step, expect, expect_indices, expect_pool, expect_rank, expect_write_indices, expected_specs,
-                     launch_config, pool_slots, scale_value, step_gates)
+                     launch_row, pool_slots, scale_value, step_gates)
 
 # Launch configuration per architecture (shared.arch_key) and batch size, rows in increasing
 # max_batch. scripts/tune_launch.py --write rewrites the rows of the GPU's architecture from a
@@ -128,7 +128,8 @@ def _plan(batch, has_state, launch_table):
     (shape, dtype) per argument in ARG_NAMES order, the grid, the constexpr arguments as
     (name, value) pairs and the warps. `launch_table` (the architecture's LAUNCH_TABLES row) is
     part of the cache key so that a new table applies."""
-    block_v, num_warps = launch_config(batch, launch_table)
+    row = launch_row(batch, launch_table)
+    block_v, num_warps = row.block_v, row.warps
     grid = (HEAD_SIZE // block_v, batch * NUM_V_HEADS, 1)
     return expected_arguments(batch), grid, _constexprs(has_state, False, block_v), num_warps
 
@@ -185,7 +186,8 @@ def pooled_decode(q, k, v, state_pool, read_indices, A_log, a, dt_bias, b, scale
     scale = scale_value(scale)
     if batch == 0:
         return
-    block_v, num_warps = launch_config(batch, LAUNCH_TABLES[arch_key(device)])
+    row = launch_row(batch, LAUNCH_TABLES[arch_key(device)])
+    block_v, num_warps = row.block_v, row.warps
     grid = (HEAD_SIZE // block_v, batch * NUM_V_HEADS, 1)
     tensors = (q, k, v, state_pool, A_log, a, dt_bias, b, output, state_pool, read_indices, write_indices)
     ptrs = tuple(t.data_ptr() for t in tensors)

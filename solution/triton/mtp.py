@@ -43,7 +43,8 @@ import triton
 import triton.language as tl
 
 from .shared import (HEAD_SIZE, NUM_Q_HEADS, NUM_V_HEADS, Launcher, arch_key, delta_rule_step, expect,
-                     expect_indices, expect_pool, expect_rank, expected_specs, gates, scale_value, step_gates)
+                     expect_indices, expect_pool, expect_rank, expected_specs, gates, launch_row, scale_value,
+                     step_gates)
 
 class MtpLaunchRow(NamedTuple):
     """One row of LAUNCH_TABLES: batch sizes up to max_batch (None: any larger one, the last
@@ -77,11 +78,6 @@ LAUNCH_TABLES = {
         MtpLaunchRow(max_batch=None, block_v=64, warps=1, preload=False),
     ),
 }
-
-
-def _launch_row(batch, table):
-    """The MtpLaunchRow of `table` for this batch size."""
-    return next(row for row in table if row.max_batch is None or batch <= row.max_batch)
 
 
 @triton.jit(do_not_specialize=["pool_size"])
@@ -190,11 +186,12 @@ def _launch(q, k, v, pool, indices, A_log, a, dt_bias, b, scale, states, output,
     batch, steps = q.shape[:2]
     if batch == 0 or steps == 0:
         return
-    row = _launch_row(batch, LAUNCH_TABLES[arch_key(q.device)])
+    row = launch_row(batch, LAUNCH_TABLES[arch_key(q.device)])
     block_v = row.block_v
     grid = (HEAD_SIZE // block_v, batch * NUM_V_HEADS, 1)
-    constexprs = (("T", steps), ("TP", triton.next_power_of_2(steps)), ("PRELOAD", row.preload), ("NEGATIVE_WRAPS", negative_wraps), ("HAS_STATES", states is not None),
-                  ("HQ", NUM_Q_HEADS), ("HV", NUM_V_HEADS), ("D", HEAD_SIZE), ("BV", block_v))
+    constexprs = (("T", steps), ("TP", triton.next_power_of_2(steps)), ("PRELOAD", row.preload),
+                  ("NEGATIVE_WRAPS", negative_wraps), ("HAS_STATES", states is not None), ("HQ", NUM_Q_HEADS),
+                  ("HV", NUM_V_HEADS), ("D", HEAD_SIZE), ("BV", block_v))
     _launcher.launch(grid, (q, k, v, pool, indices, A_log, a, dt_bias, b, output, states, scale, pool_size),
                      constexprs, row.warps, q.device.index, specialization=(indices.dtype,))
 

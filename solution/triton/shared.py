@@ -85,11 +85,11 @@ class LaunchRow(NamedTuple):
     warps: int
 
 
-def launch_config(batch, launch_table):
-    """(BV, num_warps) for this batch size from a table of LaunchRow."""
+def launch_row(batch, launch_table):
+    """The row of a launch table by batch size (rows with max_batch: LaunchRow, mtp's) for this one."""
     for row in launch_table:
         if row.max_batch is None or batch <= row.max_batch:
-            return row.block_v, row.warps
+            return row
     raise AssertionError("a launch table must end with an unbounded row (max_batch=None)")
 
 
