@@ -60,10 +60,13 @@ def test_the_inverse_matches_float64(repeated):
     assert error < 2e-3, float(error)
 
 
-def test_the_prep_writes_its_definitions():
+@pytest.mark.parametrize("single", (True, False), ids=("one-sequence kernel", "several-sequence kernel"))
+def test_the_prep_writes_its_definitions(single):
     """One sequence of two blocks, the prep alone: Tb = (I + A)^-1 diag(beta), M = scale
     exp(G_i - G_j) q_i . k_j (j <= i), the gate rows and the float16 copies of k and q, per
-    block and value head, against float64 (the tiles are float16: 2e-3 of their largest entry)."""
+    block and value head, against float64 (the tiles are float16: 2e-3 of their largest entry).
+    The several-sequence kernel (SINGLE false) finds both blocks inside one sequence
+    (one_segment) and must write the same."""
     lengths = [2 * C - 7]
     inputs = model_like_inputs(lengths, torch.Generator(device=DEVICE).manual_seed(SEED + 3), DEVICE)
     q, k, v, state, A_log, a, dt_bias, b, cu = (inputs[n] for n in ("q", "k", "v", "state", "A_log", "a", "dt_bias",
@@ -74,7 +77,7 @@ def test_the_prep_writes_its_definitions():
     output = torch.empty(total, HV, D, dtype=torch.bfloat16, device=DEVICE)
     sub.chunk_prep_kernel[(blocks, HV)](
         q, k, A_log, a, dt_bias, b, cu, s["tb"], s["m"], s["gates"], s["k16"], s["q16"], s["flag"], output, scale,
-        A_log, total, 1, SINGLE=True, SCALE_FROM_PTR=False, WIDEN_BF16=DEVICE == "cpu", IDX=tl.int32, HQ=HQ, HV=HV,
+        A_log, total, 1, SINGLE=single, SCALE_FROM_PTR=False, WIDEN_BF16=DEVICE == "cpu", IDX=tl.int32, HQ=HQ, HV=HV,
         D=D, C=C, LOG_C=C.bit_length() - 1, BN=64)
     assert float(s["flag"][0]) == 0.0
     for block in range(blocks):
@@ -101,6 +104,29 @@ def test_the_prep_writes_its_definitions():
         for name, source in (("k16", k), ("q16", q)):
             copy = s[name].view(blocks, HQ, C, D)[block, :, :n].cpu()
             assert torch.equal(copy, source[rows].transpose(0, 1).to(torch.float16).cpu()), name
+
+
+@triton.jit
+def _one_segment_kernel(cu_ptr, out_ptr, N, T, C: tl.constexpr, BN: tl.constexpr):
+    block = tl.program_id(0)
+    tl.store(out_ptr + block, prep.one_segment(cu_ptr, N, block * C, T, C, BN).to(tl.int32))
+
+
+@pytest.mark.parametrize("num_seqs", (5, 90), ids=("few sequences", "more ends than one load"))
+def test_one_segment_finds_the_blocks_inside_one_sequence(num_seqs):
+    """one_segment (the prep's segment-free path) is true exactly for the blocks that no
+    sequence boundary cuts: random lengths with empty sequences, boundaries on and off block
+    edges, and more cu_seqlens entries than one load of BN."""
+    rng = random.Random(SEED + 11 + num_seqs)
+    lengths = [rng.choice((0, C, 2 * C, rng.randrange(1, 3 * C))) for _ in range(num_seqs)]
+    total = sum(lengths)
+    cu = cu_seqlens_of(lengths, DEVICE)
+    blocks = triton.cdiv(total, C)
+    out = torch.full((blocks,), -1, dtype=torch.int32, device=DEVICE)
+    _one_segment_kernel[(blocks,)](cu, out, num_seqs, total, C=C, BN=64)
+    ends = set(cu.tolist())
+    want = [not any(start < e < min(start + C, total) for e in ends) for start in range(0, total, C)]
+    assert out.cpu().bool().tolist() == want
 
 
 @triton.jit

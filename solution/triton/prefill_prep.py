@@ -53,47 +53,64 @@ def _segment_of(cu_ptr, N, rows, BN: tl.constexpr):
 
 
 @triton.jit
-def block_setup(
-    q_ptr, k_ptr, A_log_ptr, a_ptr, dt_bias_ptr, b_ptr, cu_ptr, start, head, T, N,
-    SINGLE: tl.constexpr, WIDEN_BF16: tl.constexpr, HQ: tl.constexpr, HV: tl.constexpr, D: tl.constexpr,
-    C: tl.constexpr, BN: tl.constexpr,
-):
-    """Loads and gates of the block of C tokens from `start` for one value head.
-
-    Returns valid (rows < T), seg (sequence of each row), k and q [C, D] (bf16, or float32
-    when WIDEN_BF16), beta, G (float64: g summed over the row's segment up to the row), G_end
-    (float64: over the whole segment) and decay [C, C]: exp(G_i - G_j) for the pairs (i, j)
-    of one segment with j <= i, else 0. The sums run in float64: G grows to C times the
-    largest |g|, and a float32 G would put an error of |G| * 2^-24 into every exponent, where
-    only |G_i - G_j| * 2^-24 is due."""
-    # Every global load first: with a cold L2 each costs about a microsecond, so they must
-    # be in flight together rather than one after another.
-    i = tl.arange(0, C)
-    offs_d = tl.arange(0, D)
-    rows = start + i
+def block_loads(q_ptr, k_ptr, A_log_ptr, a_ptr, dt_bias_ptr, b_ptr, start, head, T, WIDEN_BF16: tl.constexpr,
+                HQ: tl.constexpr, HV: tl.constexpr, D: tl.constexpr, C: tl.constexpr):
+    """The inputs of the block of C tokens from `start` for one value head, loaded together
+    (with a cold L2 each load costs about a microsecond, so they must be in flight at once):
+    k and q [C, D] (bf16, or float32 when WIDEN_BF16: Triton's interpreter computes bf16
+    tl.dot wrongly; the products are exact either way; zero past T), log g and beta [C] (zero
+    and sigmoid(0) past T)."""
+    rows = start + tl.arange(0, C)
     valid = rows < T
-    qk_offs = (rows[:, None] * HQ + head // (HV // HQ)) * D + offs_d[None, :]
+    qk_offs = (rows[:, None] * HQ + head // (HV // HQ)) * D + tl.arange(0, D)[None, :]
     k = tl.load(k_ptr + qk_offs, mask=valid[:, None], other=0.0)
     q = tl.load(q_ptr + qk_offs, mask=valid[:, None], other=0.0)
     a = tl.load(a_ptr + rows * HV + head, mask=valid, other=0.0)
     b = tl.load(b_ptr + rows * HV + head, mask=valid, other=0.0)
-    A_log = tl.load(A_log_ptr + head)
-    dt_bias = tl.load(dt_bias_ptr + head)
-    if SINGLE:
-        seg = tl.zeros([C], dtype=tl.int32)
-    else:
-        seg = _segment_of(cu_ptr, N, rows, BN)
+    log_g, beta = gates(tl.load(A_log_ptr + head), a.to(tl.float32), tl.load(dt_bias_ptr + head), b.to(tl.float32))
     if WIDEN_BF16:
         k = k.to(tl.float32)
         q = q.to(tl.float32)
+    return k, q, tl.where(valid, log_g, 0.0), beta
 
-    log_g, beta = gates(A_log, a.to(tl.float32), dt_bias, b.to(tl.float32))
-    g = tl.where(valid, log_g, 0.0).to(tl.float64)
-    G, _ = tl.associative_scan((g, seg), 0, _segment_sum)
-    after, _ = tl.associative_scan((g, seg), 0, _segment_sum, reverse=True)
-    causal = (seg[:, None] == seg[None, :]) & (i[None, :] <= i[:, None])
+
+@triton.jit
+def one_segment(cu_ptr, N, start, T, C: tl.constexpr, BN: tl.constexpr):
+    """Whether the tokens start .. min(start + C, T) - 1 lie in one sequence: no entry of
+    cu_seqlens [N + 1] falls strictly inside them. Then the block is one segment, and its
+    prep needs no search for sequences and no segmented sums (block_decay with SINGLE)."""
+    offs = tl.arange(0, BN)
+    stop = tl.minimum(start + C, T)
+    ends = tl.load(cu_ptr + offs, mask=offs <= N, other=0)
+    inside = tl.sum(((ends > start) & (ends < stop)).to(tl.int32), axis=0)
+    for first in range(BN, N + 1, BN):
+        ends = tl.load(cu_ptr + first + offs, mask=first + offs <= N, other=0)
+        inside += tl.sum(((ends > start) & (ends < stop)).to(tl.int32), axis=0)
+    return inside == 0
+
+
+@triton.jit
+def block_decay(log_g, cu_ptr, N, start, SINGLE: tl.constexpr, C: tl.constexpr, BN: tl.constexpr):
+    """The block's cumulative gates from its log g [C] (zero past T): G (float64: g summed
+    over the row's segment up to the row), G_end (float64: over the whole segment) and decay
+    [C, C]: exp(G_i - G_j) for the pairs (i, j) of one segment with j <= i, else 0. SINGLE:
+    the block is one segment (no search for sequences). The sums run in float64: G grows to
+    C times the largest |g|, and a float32 G would put an error of |G| * 2^-24 into every
+    exponent, where only |G_i - G_j| * 2^-24 is due."""
+    i = tl.arange(0, C)
+    g = log_g.to(tl.float64)
+    if SINGLE:
+        G = tl.cumsum(g, 0)
+        G_end = tl.zeros_like(G) + tl.sum(g, 0)
+        causal = i[None, :] <= i[:, None]
+    else:
+        seg = _segment_of(cu_ptr, N, start + i, BN)
+        G, _ = tl.associative_scan((g, seg), 0, _segment_sum)
+        after, _ = tl.associative_scan((g, seg), 0, _segment_sum, reverse=True)
+        G_end = G + after - g
+        causal = (seg[:, None] == seg[None, :]) & (i[None, :] <= i[:, None])
     decay = tl.exp(tl.where(causal, (G[:, None] - G[None, :]).to(tl.float32), float("-inf")))
-    return valid, seg, k, q, beta, G, G + after - g, decay
+    return G, G_end, decay
 
 
 @triton.jit
@@ -130,19 +147,21 @@ def chunk_prep_kernel(
     float16 tiles of block-major scratch, the block's gates [GATE_ROWS, C] in float32: e^G,
     scale e^G, e^(G_end - G) and e^G_end (G_end: G at the last token of each row's segment),
     and, from the first value head of each key head, k and q as float16 [C, D] tiles of
-    block-major scratch [blocks, HQ, C, D] (zero past T). SINGLE: one sequence (no search).
-    WIDEN_BF16: take the bf16 products in float32 (Triton's interpreter computes bf16 tl.dot
-    wrongly); they are exact either way. Also checks
+    block-major scratch [blocks, HQ, C, D] (zero past T). SINGLE: one sequence (no search);
+    with several, a block inside one of them (one_segment) takes the same segment-free sums
+    after its loads are issued (measured on an H200, docs/perf.md item 22: the prep 45 -> 41
+    µs at 16 x 512). WIDEN_BF16: take the bf16 products in float32 (Triton's interpreter
+    computes bf16 tl.dot wrongly); they are exact either way. Also checks
     cu_seqlens (cu_seqlens_ok): program (0, 0) writes the flag every starting state adds, 0 or,
     for a malformed one, NaN; and then every program writes NaN into its block's output rows
     (those no sequence would write)."""
     block = tl.program_id(0)
     head = tl.program_id(1)
     lower, upper, cu_first, cu_last = cu_seqlens_load(cu_ptr, N, BN)
+    start = block.to(IDX) * C
+    k, q, log_g, beta = block_loads(q_ptr, k_ptr, A_log_ptr, a_ptr, dt_bias_ptr, b_ptr, start, head, T, WIDEN_BF16,
+                                    HQ, HV, D, C)
     i = tl.arange(0, C)
-    valid, seg, k, q, beta, G64, G_end64, decay = block_setup(
-        q_ptr, k_ptr, A_log_ptr, a_ptr, dt_bias_ptr, b_ptr, cu_ptr, block.to(IDX) * C, head, T, N,
-        SINGLE, WIDEN_BF16, HQ, HV, D, C, BN)
     scale = output_scale(scale, scale_ptr, SCALE_FROM_PTR, D)
     block_hv = block.to(IDX) * HV + head
     square = block_hv * (C * C) + i[:, None] * C + i[None, :]
@@ -150,15 +169,21 @@ def chunk_prep_kernel(
         copy = (block.to(IDX) * HQ + head // (HV // HQ)) * (C * D) + i[:, None] * D + tl.arange(0, D)[None, :]
         tl.store(k16_ptr + copy, k.to(tl.float16))
         tl.store(q16_ptr + copy, q.to(tl.float16))
+    if SINGLE:
+        G, G_end, decay = block_decay(log_g, cu_ptr, N, start, True, C, BN)
+    elif one_segment(cu_ptr, N, start, T, C, BN):
+        G, G_end, decay = block_decay(log_g, cu_ptr, N, start, True, C, BN)
+    else:
+        G, G_end, decay = block_decay(log_g, cu_ptr, N, start, False, C, BN)
     kk = tl.dot(k, tl.trans(k))
     qk = tl.dot(q, tl.trans(k))
     tl.store(m_ptr + square, ((scale * decay) * qk).to(tl.float16))
-    e_g = tl.exp(G64.to(tl.float32))
+    e_g = tl.exp(G.to(tl.float32))
     gates = gate_ptr + block_hv * (GATE_ROWS * C) + i
     tl.store(gates, e_g)
     tl.store(gates + C, scale * e_g)
-    tl.store(gates + 2 * C, tl.exp((G_end64 - G64).to(tl.float32)))
-    tl.store(gates + 3 * C, tl.exp(G_end64.to(tl.float32)))
+    tl.store(gates + 2 * C, tl.exp((G_end - G).to(tl.float32)))
+    tl.store(gates + 3 * C, tl.exp(G_end.to(tl.float32)))
     A = tl.where(i[None, :] < i[:, None], beta[:, None] * decay * kk, 0.0)
     tl.store(tb_ptr + square, (unit_lower_inverse(A, C, LOG_C) * beta[None, :]).to(tl.float16))
     ok = cu_seqlens_ok(lower, upper, cu_first, cu_last, cu_ptr, N, T, BN)
