@@ -120,7 +120,8 @@ class PrepRow(NamedTuple):
 # runs one stage on sm_100, at 4 warps with Hopper's widths: forced onto an H200 within 8 % of
 # the Hopper plan on the long rows (docs/perf.md item 20). The 2-warp plan (mma.sync, no
 # tcgen05) that landed before costs 2.2x on the long rows with these kernels and spills more;
-# the prep at 8 warps spills nothing on sm_100a but costs 22-35 % on those rows (item 20).
+# the prep at 8 warps costs 22-35 % on those rows (item 20), and at 4 warps it spills nothing
+# on sm_100a since item 22.
 PREP_TABLE = {
     "sm90": (
         PrepRow(max_blocks=None, warps=4),
