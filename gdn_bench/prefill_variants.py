@@ -58,6 +58,9 @@ SETTINGS = {
     "SPAN_MAX": Setting("spans a call is cut into, about (so per sequence at most); below 2: none",
                         Range(0, MOST_PIECES)),
     "SPAN_PIECES": Setting("(sequence, span) pieces per call, at most", Range(0, MOST_PIECES)),
+    "ORDER_MIN_BLOCKS": Setting("blocks from which the walks take the sequences longest first", Range(0)),
+    "ORDER_MIN_PROGRAMS": Setting("span pass programs from which the walks take the sequences longest first",
+                                  Range(0)),
 }
 CONFIG_NAMES = tuple(SETTINGS)  # their names, in order
 

@@ -107,9 +107,13 @@ def _force_spans(monkeypatch, span_blocks):
 
 
 def _force_chunked(monkeypatch):
-    """The chunked kernels on calls of any length: no token walk."""
-    monkeypatch.setattr(sub, "WALK_MAX_TOKENS", -1)
-    monkeypatch.setattr(sub, "WALK_MAX_MEAN_LENGTH", -1)
+    """The chunked kernels on calls of any length: no token walk; and the walks take several
+    sequences longest first (prefill_order) on calls of any size, which the unforced small
+    calls of the other tests do not."""
+    for name in ("WALK_MAX_TOKENS", "WALK_MAX_MEAN_LENGTH"):
+        monkeypatch.setattr(sub, name, -1)
+    for name in ("ORDER_MIN_BLOCKS", "ORDER_MIN_PROGRAMS"):
+        monkeypatch.setattr(sub, name, 0)
 
 
 # Spans forced onto small calls (spans of 1 or 2 blocks): sequences of one to many spans,

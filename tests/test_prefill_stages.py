@@ -25,6 +25,7 @@ from helpers import DEVICE, SEED
 sub = load_solution_file(PREFILL.submission_entry(), "gdn_prefill_stages")
 prep = importlib.import_module("gdn_prefill_stages.prefill_prep")
 spans = importlib.import_module("gdn_prefill_stages.prefill_spans")
+order = importlib.import_module("gdn_prefill_stages.prefill_order")
 C = sub.CHUNK
 
 
@@ -76,9 +77,9 @@ def test_the_prep_writes_its_definitions(single):
     s = sub._scratch_views(torch.empty(size, dtype=torch.uint8, device=DEVICE), slots)
     output = torch.empty(total, HV, D, dtype=torch.bfloat16, device=DEVICE)
     sub.chunk_prep_kernel[(blocks, HV)](
-        q, k, A_log, a, dt_bias, b, cu, s["tb"], s["m"], s["gates"], s["k16"], s["q16"], s["flag"], output, scale,
-        A_log, total, 1, SINGLE=single, SCALE_FROM_PTR=False, WIDEN_BF16=DEVICE == "cpu", IDX=tl.int32, HQ=HQ, HV=HV,
-        D=D, C=C, LOG_C=C.bit_length() - 1, BN=64)
+        q, k, A_log, a, dt_bias, b, cu, s["tb"], s["m"], s["gates"], s["k16"], s["q16"], s["flag"], s["order"], output,
+        scale, A_log, total, 1, SINGLE=single, ORDERED=False, SCALE_FROM_PTR=False, WIDEN_BF16=DEVICE == "cpu",
+        IDX=tl.int32, HQ=HQ, HV=HV, D=D, C=C, LOG_C=C.bit_length() - 1, BN=64)
     assert float(s["flag"][0]) == 0.0
     for block in range(blocks):
         rows = torch.arange(block * C, min(block * C + C, total))
@@ -127,6 +128,36 @@ def test_one_segment_finds_the_blocks_inside_one_sequence(num_seqs):
     ends = set(cu.tolist())
     want = [not any(start < e < min(start + C, total) for e in ends) for start in range(0, total, C)]
     assert out.cpu().bool().tolist() == want
+
+
+@triton.jit
+def _order_kernel(cu_ptr, order_ptr, N, T, C: tl.constexpr):
+    order.write_longest_first(cu_ptr, order_ptr, tl.program_id(0), tl.num_programs(0), N, T, C)
+
+
+def _longest_first(ends, total):
+    """The order prefill_order defines, on the host: sequences by blocks touched (bounds
+    clamped to 0 <= bos <= eos <= T as the kernels clamp them), most first, ties by index."""
+    def blocks(n):
+        bos = min(max(ends[n], 0), total)
+        eos = min(max(ends[n + 1], bos), total)
+        return (eos - 1) // C - bos // C + 1 if eos > bos else 0
+    return sorted(range(len(ends) - 1), key=lambda n: (-blocks(n), n))
+
+
+@pytest.mark.parametrize("num_seqs,programs", ((7, 1), (45, 2)), ids=("one load", "several loads and programs"))
+def test_the_walks_take_the_longest_sequences_first(num_seqs, programs):
+    """write_longest_first's order is the host's: random lengths with empty sequences and
+    ties, more sequences than one tile (prefill_order.TILE) shared by several programs; and a malformed
+    cu_seqlens still gives a permutation (every sequence is walked once)."""
+    rng = random.Random(SEED + 13 + num_seqs)
+    lengths = [rng.choice((0, C, rng.randrange(1, 5 * C))) for _ in range(num_seqs)]
+    total = sum(lengths)
+    malformed = torch.tensor([0, total, 3 * C] + [C] * (num_seqs - 2), device=DEVICE)
+    for ends in (cu_seqlens_of(lengths, DEVICE), malformed):
+        got = torch.full((num_seqs,), -1, dtype=torch.int32, device=DEVICE)
+        _order_kernel[(programs,)](ends, got, num_seqs, total, C=C)
+        assert got.tolist() == _longest_first(ends.tolist(), total), (lengths, ends.tolist())
 
 
 @triton.jit
@@ -194,6 +225,9 @@ def test_the_fused_path_matches_float64(monkeypatch):
     assert worst_margin(new_state, want_state) <= 0.1
 
 
+MIX_22 = [211, 200, 263, 404, 492, 446, 168, 421, 288, 215, 278, 513, 553, 615, 443, 563, 281, 502, 244, 251, 275, 566]
+
+
 # Calls as measured (docs/perf.md items 19-20) -> the path the rule gives them: the token walk,
 # the fused path (chunked, no spans) or spans.
 MEASURED_PATHS = {
@@ -210,3 +244,20 @@ def test_the_rule_picks_the_measured_path(name):
     plan = sub._plan(sum(lengths), len(lengths), "interpreter")
     got = "walk" if plan.walk is not None else "spans" if plan.spans > 1 else "fused"
     assert got == path, (name, plan)
+
+
+# Calls as measured on an H200 (docs/perf.md item 23) -> whether the walks take the sequences
+# longest first under the Hopper plan: the kit's many-sequence mix and spans with sequences of
+# unequal lengths, yes; one wave of pass programs or a short call, no.
+MEASURED_ORDER = {
+    "22 of the mix": (MIX_22, True), "[4484, 1239, 2469]": ([4484, 1239, 2469], True), "[1, 8191]": ([1, 8191], True),
+    "57 / 8192": ([144] * 41 + [143] * 16, True), "16×512": ([512] * 16, False), "4×75": ([75] * 4, False),
+    "4×256": ([256] * 4, False), "449+63×1": ([449] + [1] * 63, False), "1×8192": ([8192], False),
+}
+
+
+@pytest.mark.parametrize("name", MEASURED_ORDER)
+def test_the_rule_orders_the_measured_calls(name):
+    lengths, ordered = MEASURED_ORDER[name]
+    assert sub._plan(sum(lengths), len(lengths), "sm90").ordered == ordered, name
+

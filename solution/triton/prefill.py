@@ -20,7 +20,8 @@ Two paths, chosen in _plan from T and N only:
 - The chunked path: blocks of C = 64 tokens, the state carried block by block with three
   products in sequence per block (prefill_carry has the algebra).
   1. prefill_prep: every block's Tb = (I + A)^-1 diag(beta), M, gates and float16 copies of
-     k and q, all in parallel;
+     k and q, all in parallel, and (calls of many long sequences) the order in which the
+     walks take the sequences (longest first, prefill_order);
   2. with spans (long sequences, prefill_spans has the rule), prefill_maps: each span's affine
      map of the state (summary), then the states entering the spans in order (fix-up);
   3. prefill_pass: one program per (sequence, span, value head, BV columns of V) carries the
@@ -78,6 +79,14 @@ SPAN_MIN_TOKENS = 2048
 SPAN_MIN_BLOCKS = 4
 SPAN_MAX = 16
 SPAN_PIECES = 32
+# The walks take the sequences longest first (prefill_order) in calls of several sequences
+# whose prep runs several waves of programs (at least ORDER_MIN_BLOCKS blocks) and whose span
+# pass has at least ORDER_MIN_PROGRAMS programs (more than two per multiprocessor on 132-148
+# of them, so that some start only as others end). Elsewhere the order cannot shorten the
+# pass, and the program of the prep that writes it ends the prep later (measured on an H200,
+# docs/perf.md item 23).
+ORDER_MIN_BLOCKS = 64
+ORDER_MIN_PROGRAMS = 288
 
 
 class Launch(NamedTuple):
@@ -227,7 +236,8 @@ _POOLED_CHECKS = ("q", "k", "v", "A_log", "a", "dt_bias", "b", "cu_seqlens", "ou
 # the CallPlan's constants, then its scratch tensors.
 _EXTRAS = ("read_indices", "write_indices", "scale_ptr", "pool_size", "scale")
 _CONSTANTS = ("T", "N", "J", "S", "none")
-_SCRATCH = ("tb", "m", "k16", "q16", "gates", "flag", "span_n", "span_p", "enter")  # the chunked path's (_scratch_layout)
+# The chunked path's scratch (_scratch_layout).
+_SCRATCH = ("tb", "m", "k16", "q16", "gates", "flag", "order", "span_n", "span_p", "enter")
 _VALUES = _ARG_NAMES + _EXTRAS + _CONSTANTS + _SCRATCH
 _POOL_ROW = torch.Size((NUM_V_HEADS, HEAD_SIZE, HEAD_SIZE))  # a pool slot's shape
 _INDEX_DTYPES = (torch.int32, torch.int64)
@@ -239,7 +249,7 @@ class Plan(NamedTuple):
     """How a call of T tokens in N sequences runs (_plan). walk: the token walk's launch, or
     None for the chunked path; then the prep's warps, spans of at least span_blocks blocks, at
     most `spans` per sequence (1: no spans), and the launches of the span pass, the summary and
-    the fix-up (None where the call walks)."""
+    the fix-up (None where the call walks); whether the walks take the sequences longest first."""
     walk: WalkLaunch | None
     prep_warps: int
     span_blocks: int
@@ -247,6 +257,7 @@ class Plan(NamedTuple):
     pass_launch: Launch | None
     summary: Launch | None
     fixup: Launch | None
+    ordered: bool
 
 
 def _plan(total, num_seqs, arch):
@@ -254,13 +265,15 @@ def _plan(total, num_seqs, arch):
     and every launch, from the shapes only (the tables and settings at the top of this file).
     The one place a path or a launch is chosen."""
     if _walks(total, num_seqs):
-        return Plan(_walk_launch(total, num_seqs, _table("WALK_TABLE", arch)), 0, 1, 1, None, None, None)
+        return Plan(_walk_launch(total, num_seqs, _table("WALK_TABLE", arch)), 0, 1, 1, None, None, None, False)
     span_blocks, spans = _span_plan(total, num_seqs)
     pieces = num_seqs * spans
-    prep_warps = next(row.warps for row in _table("PREP_TABLE", arch)
-                      if _within(triton.cdiv(total, CHUNK), row.max_blocks))
-    return Plan(None, prep_warps, span_blocks, spans,
-                *(_launch_for(_table(name, arch), pieces) for name in ("PASS_TABLE", "SUMMARY_TABLE", "FIXUP_TABLE")))
+    blocks = triton.cdiv(total, CHUNK)
+    prep_warps = next(row.warps for row in _table("PREP_TABLE", arch) if _within(blocks, row.max_blocks))
+    launches = [_launch_for(_table(name, arch), pieces) for name in ("PASS_TABLE", "SUMMARY_TABLE", "FIXUP_TABLE")]
+    pass_programs = pieces * NUM_V_HEADS * (HEAD_SIZE // launches[0].block_v)
+    ordered = num_seqs > 1 and blocks >= ORDER_MIN_BLOCKS and pass_programs >= ORDER_MIN_PROGRAMS
+    return Plan(None, prep_warps, span_blocks, spans, *launches, ordered)
 
 
 def _walks(total, num_seqs):
@@ -295,6 +308,7 @@ def _settings(arch):
     these are what it was planned with (_call_plan). Read directly, each table once: this runs
     on every call."""
     return (CHUNK, WALK_MAX_TOKENS, WALK_MAX_MEAN_LENGTH, SPAN_MIN_TOKENS, SPAN_MIN_BLOCKS, SPAN_MAX, SPAN_PIECES,
+            ORDER_MIN_BLOCKS, ORDER_MIN_PROGRAMS,
             WALK_TABLE[arch], PREP_TABLE[arch], PASS_TABLE[arch], SUMMARY_TABLE[arch], FIXUP_TABLE[arch])
 
 
@@ -354,14 +368,15 @@ class Slot(NamedTuple):
 def _scratch_layout(blocks, num_seqs, spans):
     """(Slots, bytes in all) of the chunked path's scratch: the prep's float16 tiles Tb and M
     [blocks, HV, C, C] and copies of k and q [blocks, HQ, C, D]; its float32 gates [blocks, HV,
-    GATE_ROWS, C] and cu_seqlens flag; with spans, each (sequence, span)'s map N (float32) and
+    GATE_ROWS, C] and cu_seqlens flag, and the order of the sequences (int32 [N],
+    prefill_order); with spans, each (sequence, span)'s map N (float32) and
     P (float16) [N J, HV, D, D] and its entering state [N J, HV, D, D] (float32)."""
     hv, c, d = NUM_V_HEADS, CHUNK, HEAD_SIZE
     maps = num_seqs * spans * hv * d * d if spans > 1 else 0
     f16, f32 = torch.float16, torch.float32
     sizes = ((f16, blocks * hv * c * c), (f16, blocks * hv * c * c), (f16, blocks * NUM_Q_HEADS * c * d),
              (f16, blocks * NUM_Q_HEADS * c * d), (f32, blocks * hv * GATE_ROWS.value * c), (f32, 1),
-             (f32, maps), (f16, maps), (f32, maps))
+             (torch.int32, num_seqs), (f32, maps), (f16, maps), (f32, maps))
     slots, offset = [], 0
     for name, (dtype, size) in zip(_SCRATCH, sizes):
         slots.append(Slot(name, dtype, offset, size))
@@ -446,17 +461,19 @@ def _new_call_plan(total, num_seqs, arch, has_state, pooled, scale_from_ptr):
             walk.warps),), (), 0, constants)
     blocks = max(triton.cdiv(total, CHUNK), 1)  # at least one prep program: it writes the flag
     slots, scratch_bytes = _scratch_layout(blocks, num_seqs, plan.spans)
-    operands = dict(k16_ptr="k16", v_ptr="v", tb_ptr="tb", gate_ptr="gates", flag_ptr="flag")
+    operands = dict(k16_ptr="k16", v_ptr="v", tb_ptr="tb", gate_ptr="gates", flag_ptr="flag", order_ptr="order")
     carried = dict(operands, state_ptr="state", cu_ptr="cu_seqlens", **pool, T="T", J="J", S="S")
     # The prep's element offsets in int32 when every one fits (the usual case), else in int64.
     largest = max(blocks * NUM_V_HEADS * CHUNK * HEAD_SIZE, total * NUM_V_HEADS * HEAD_SIZE)
     idx = tl.int32 if largest < 2**31 else tl.int64
-    carry = dict(SINGLE=num_seqs == 1, HAS_STATE=has_state, POOLED=pooled, HQ=NUM_Q_HEADS, **heads, C=CHUNK)
+    carry = dict(SINGLE=num_seqs == 1, ORDERED=plan.ordered, HAS_STATE=has_state, POOLED=pooled, HQ=NUM_Q_HEADS,
+                 **heads, C=CHUNK)
     steps = [_step(
         _launch_prep, (blocks, NUM_V_HEADS, 1),
         dict(inputs, tb_ptr="tb", m_ptr="m", gate_ptr="gates", k16_ptr="k16", q16_ptr="q16", flag_ptr="flag",
-             out_ptr="output", **scale),
-        dict(SINGLE=num_seqs == 1, SCALE_FROM_PTR=scale_from_ptr, WIDEN_BF16=INTERPRETED, IDX=idx, HQ=NUM_Q_HEADS,
+             order_ptr="order", out_ptr="output", **scale),
+        dict(SINGLE=num_seqs == 1, ORDERED=plan.ordered, SCALE_FROM_PTR=scale_from_ptr, WIDEN_BF16=INTERPRETED, IDX=idx,
+             HQ=NUM_Q_HEADS,
              **heads, C=CHUNK, LOG_C=CHUNK.bit_length() - 1, BN=_SEQ_BLOCK),
         plan.prep_warps)]
     if plan.spans > 1:

@@ -25,10 +25,17 @@ def sequence_bounds(cu_ptr, seq, T, SINGLE: tl.constexpr):
     if SINGLE:
         bos = (T * 0).to(tl.int64)
         eos = bos + T
+        return bos, eos
     else:
-        bos = tl.minimum(tl.maximum(tl.load(cu_ptr + seq), 0), T)
-        eos = tl.minimum(tl.maximum(tl.load(cu_ptr + seq + 1), bos), T)
-    return bos, eos
+        return clamped_bounds(tl.load(cu_ptr + seq), tl.load(cu_ptr + seq + 1), T)
+
+
+@triton.jit
+def clamped_bounds(start, end, T):
+    """(bos, eos) from the cu_seqlens entries of a sequence (scalars or vectors), clamped so
+    that 0 <= bos <= eos <= T (sequence_bounds)."""
+    bos = tl.minimum(tl.maximum(start, 0), T)
+    return bos, tl.minimum(tl.maximum(end, bos), T)
 
 
 @triton.jit

@@ -15,16 +15,17 @@ import triton.language as tl
 
 from .prefill_carry import carry_blocks, load_start_state
 from .prefill_common import state_offsets
+from .prefill_order import sequence_at
 from .prefill_spans import sequence_span
 from .shared import pool_slots
 
 
 @triton.jit(do_not_specialize=["T", "J", "S", "pool_size"])
 def span_summary_kernel(
-    state_ptr, cu_ptr, k16_ptr, v_ptr, tb_ptr, gate_ptr, flag_ptr, span_n_ptr, span_p_ptr, enter_ptr,
+    state_ptr, cu_ptr, k16_ptr, v_ptr, tb_ptr, gate_ptr, flag_ptr, order_ptr, span_n_ptr, span_p_ptr, enter_ptr,
     read_index_ptr, write_index_ptr, T, J, S, pool_size,
-    SINGLE: tl.constexpr, HAS_STATE: tl.constexpr, POOLED: tl.constexpr, HQ: tl.constexpr, HV: tl.constexpr,
-    D: tl.constexpr, C: tl.constexpr, BV: tl.constexpr, STAGES: tl.constexpr,
+    SINGLE: tl.constexpr, ORDERED: tl.constexpr, HAS_STATE: tl.constexpr, POOLED: tl.constexpr, HQ: tl.constexpr,
+    HV: tl.constexpr, D: tl.constexpr, C: tl.constexpr, BV: tl.constexpr, STAGES: tl.constexpr,
 ):
     """One (sequence, span but its last, value head, BV of the 2D columns [V | K]): the span's
     affine map of the state, H_end = P H_start + N, in slot (sequence J + span): N [D, D] in
@@ -40,7 +41,7 @@ def span_summary_kernel(
     tile = pid % (2 * NV)
     head = (pid // (2 * NV)) % HV
     piece = pid // (2 * NV * HV)
-    seq = piece // (J - 1)
+    seq = sequence_at(order_ptr, piece // (J - 1), SINGLE, ORDERED)  # prefill_order
     span = piece % (J - 1)
     bos, eos, first, count, spans = sequence_span(cu_ptr, seq, span, T, S, J, SINGLE, C)
     is_v = tile < NV

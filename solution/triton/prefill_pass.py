@@ -8,16 +8,17 @@ import triton.language as tl
 
 from .prefill_carry import carry_blocks, load_start_state
 from .prefill_common import fill_rows, state_offsets
+from .prefill_order import sequence_at
 from .prefill_spans import sequence_span
 from .shared import pool_slots
 
 
 @triton.jit(do_not_specialize=["T", "J", "S", "pool_size"])
 def span_pass_kernel(
-    state_ptr, cu_ptr, q16_ptr, k16_ptr, v_ptr, tb_ptr, m_ptr, gate_ptr, flag_ptr, enter_ptr, out_ptr, new_state_ptr,
-    read_index_ptr, write_index_ptr, T, J, S, pool_size, SINGLE: tl.constexpr, HAS_STATE: tl.constexpr,
-    POOLED: tl.constexpr, HQ: tl.constexpr, HV: tl.constexpr, D: tl.constexpr, C: tl.constexpr, BV: tl.constexpr,
-    STAGES: tl.constexpr,
+    state_ptr, cu_ptr, q16_ptr, k16_ptr, v_ptr, tb_ptr, m_ptr, gate_ptr, flag_ptr, order_ptr, enter_ptr, out_ptr,
+    new_state_ptr, read_index_ptr, write_index_ptr, T, J, S, pool_size, SINGLE: tl.constexpr, ORDERED: tl.constexpr,
+    HAS_STATE: tl.constexpr, POOLED: tl.constexpr, HQ: tl.constexpr, HV: tl.constexpr, D: tl.constexpr, C: tl.constexpr,
+    BV: tl.constexpr, STAGES: tl.constexpr,
 ):
     """One (sequence, span, value head, BV columns of V): the span's outputs by carry_blocks,
     from the sequence's state (span 0) or the state the fix-up found entering the span; the
@@ -32,7 +33,7 @@ def span_pass_kernel(
     v_tile = pid % NV
     head = (pid // NV) % HV
     piece = pid // (NV * HV)
-    seq = piece // J
+    seq = sequence_at(order_ptr, piece // J, SINGLE, ORDERED)  # prefill_order
     span = piece % J
     bos, eos, first, count, spans = sequence_span(cu_ptr, seq, span, T, S, J, SINGLE, C)
     if span < tl.maximum(spans, 1):

@@ -25,6 +25,7 @@ import triton
 import triton.language as tl
 
 from .prefill_common import cu_seqlens_load, cu_seqlens_ok, mark_rows, output_scale
+from .prefill_order import write_longest_first
 from .shared import gates
 
 # Rows of a block's gates: e^G, scale e^G, e^(G_end - G), e^G_end (a constexpr the kernels read).
@@ -139,9 +140,10 @@ def unit_lower_inverse(A, C: tl.constexpr, LOG_C: tl.constexpr):
 @triton.jit(do_not_specialize=["T", "N"])
 def chunk_prep_kernel(
     q_ptr, k_ptr, A_log_ptr, a_ptr, dt_bias_ptr, b_ptr, cu_ptr, tb_ptr, m_ptr, gate_ptr, k16_ptr, q16_ptr, flag_ptr,
-    out_ptr, scale, scale_ptr, T, N,
-    SINGLE: tl.constexpr, SCALE_FROM_PTR: tl.constexpr, WIDEN_BF16: tl.constexpr, IDX: tl.constexpr,
-    HQ: tl.constexpr, HV: tl.constexpr, D: tl.constexpr, C: tl.constexpr, LOG_C: tl.constexpr, BN: tl.constexpr,
+    order_ptr, out_ptr, scale, scale_ptr, T, N,
+    SINGLE: tl.constexpr, ORDERED: tl.constexpr, SCALE_FROM_PTR: tl.constexpr, WIDEN_BF16: tl.constexpr,
+    IDX: tl.constexpr, HQ: tl.constexpr, HV: tl.constexpr, D: tl.constexpr, C: tl.constexpr, LOG_C: tl.constexpr,
+    BN: tl.constexpr,
 ):
     """One block of C tokens for one value head (grid: blocks, HV): writes Tb and M [C, C] as
     float16 tiles of block-major scratch, the block's gates [GATE_ROWS, C] in float32: e^G,
@@ -154,7 +156,9 @@ def chunk_prep_kernel(
     computes bf16 tl.dot wrongly); they are exact either way. Also checks
     cu_seqlens (cu_seqlens_ok): program (0, 0) writes the flag every starting state adds, 0 or,
     for a malformed one, NaN; and then every program writes NaN into its block's output rows
-    (those no sequence would write)."""
+    (those no sequence would write). ORDERED: the programs of value head 0 write the order in
+    which the walks take the sequences (prefill_order: longest first), a tile of sequences
+    each, after their block's work."""
     block = tl.program_id(0)
     head = tl.program_id(1)
     lower, upper, cu_first, cu_last = cu_seqlens_load(cu_ptr, N, BN)
@@ -186,6 +190,9 @@ def chunk_prep_kernel(
     tl.store(gates + 3 * C, tl.exp(G_end.to(tl.float32)))
     A = tl.where(i[None, :] < i[:, None], beta[:, None] * decay * kk, 0.0)
     tl.store(tb_ptr + square, (unit_lower_inverse(A, C, LOG_C) * beta[None, :]).to(tl.float16))
+    if ORDERED:
+        if head == 0:
+            write_longest_first(cu_ptr, order_ptr, block, tl.num_programs(0), N, T, C)
     ok = cu_seqlens_ok(lower, upper, cu_first, cu_last, cu_ptr, N, T, BN)
     if (block == 0) & (head == 0):
         tl.store(flag_ptr, tl.where(ok, 0.0, float("nan")))

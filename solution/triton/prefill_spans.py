@@ -50,13 +50,20 @@ def sequence_span_host(bos, eos, span, S, J, C):
 
 
 @triton.jit
+def sequence_blocks(bos, eos, C: tl.constexpr):
+    """The blocks of C tokens at fixed positions that the tokens bos <= t < eos touch (0 when
+    there are none)."""
+    return tl.where(eos > bos, (eos - 1) // C - bos // C + 1, 0)
+
+
+@triton.jit
 def sequence_span(cu_ptr, seq, span, T, S, J, SINGLE: tl.constexpr, C: tl.constexpr):
     """(bos, eos, first block, blocks in the span, spans of the sequence) for span `span` of
     sequence `seq` (sequence_bounds), cut as the module says; an empty sequence has no span
     (its span 0 holds no block). sequence_span_host is the same on the host."""
     bos, eos = sequence_bounds(cu_ptr, seq, T, SINGLE)
     first = bos // C
-    blocks = tl.where(eos > bos, (eos - 1) // C - first + 1, 0)
+    blocks = sequence_blocks(bos, eos, C)
     length = tl.maximum(S, (blocks + J - 1) // J)
     spans = (blocks + length - 1) // length
     count = tl.maximum(tl.minimum(blocks - span * length, length), 0)
