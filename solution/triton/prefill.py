@@ -20,8 +20,8 @@ Two paths, chosen in _plan from T and N only:
 - The chunked path: blocks of C = 64 tokens, the state carried block by block with three
   products in sequence per block (prefill_carry has the algebra).
   1. prefill_prep: every block's Tb = (I + A)^-1 diag(beta), M, gates and float16 copies of
-     k and q, all in parallel, and (calls of many long sequences) the order in which the
-     walks take the sequences (longest first, prefill_order);
+     k and q, all in parallel, and (for the calls the ORDER_* settings pick) the order in
+     which the walks take the sequences (longest first, prefill_order);
   2. with spans (long sequences, prefill_spans has the rule), prefill_maps: each span's affine
      map of the state (summary), then the states entering the spans in order (fix-up);
   3. prefill_pass: one program per (sequence, span, value head, BV columns of V) carries the
