@@ -270,10 +270,11 @@ def _plan(total, num_seqs, arch):
     pieces = num_seqs * spans
     blocks = triton.cdiv(total, CHUNK)
     prep_warps = next(row.warps for row in _table("PREP_TABLE", arch) if _within(blocks, row.max_blocks))
-    launches = [_launch_for(_table(name, arch), pieces) for name in ("PASS_TABLE", "SUMMARY_TABLE", "FIXUP_TABLE")]
-    pass_programs = pieces * NUM_V_HEADS * (HEAD_SIZE // launches[0].block_v)
+    pass_launch, summary, fixup = (_launch_for(_table(name, arch), pieces)
+                                   for name in ("PASS_TABLE", "SUMMARY_TABLE", "FIXUP_TABLE"))
+    pass_programs = pieces * NUM_V_HEADS * (HEAD_SIZE // pass_launch.block_v)
     ordered = num_seqs > 1 and blocks >= ORDER_MIN_BLOCKS and pass_programs >= ORDER_MIN_PROGRAMS
-    return Plan(None, prep_warps, span_blocks, spans, *launches, ordered)
+    return Plan(None, prep_warps, span_blocks, spans, pass_launch, summary, fixup, ordered)
 
 
 def _walks(total, num_seqs):

@@ -15,29 +15,22 @@ permutation: the bounds are clamped (clamped_bounds)."""
 import triton
 import triton.language as tl
 
+from .prefill_common import clamped_bounds
+from .prefill_spans import sequence_blocks
+
 # Sequences ranked at a time: a [TILE, TILE] comparison. The prep writes the order after its
 # block's work at the limit of 255 registers, where a [64, 64] one spilled on sm_100a.
 TILE = tl.constexpr(16)
 
-from .prefill_common import clamped_bounds
-from .prefill_spans import sequence_blocks
-
-
-@triton.jit
-def _blocks(starts, ends, n, N, T, C: tl.constexpr):
-    """The blocks of C tokens that sequences n [TILE] touch (sequence_blocks), from their
-    cu_seqlens entries (starts, ends); -1 for n >= N, so that no entry past the last sequence
-    ranks ahead of one."""
-    bos, eos = clamped_bounds(starts, ends, T)
-    return tl.where(n < N, sequence_blocks(bos, eos, C), -1)
-
 
 @triton.jit
 def _blocks_at(cu_ptr, n, N, T, C: tl.constexpr):
-    """_blocks of sequences n [TILE], loaded."""
+    """The blocks of C tokens that sequences n [TILE] touch (sequence_blocks, their bounds
+    clamped); -1 for n >= N, so that no entry past the last sequence ranks ahead of one."""
     inside = n < N
-    return _blocks(tl.load(cu_ptr + n, mask=inside, other=0), tl.load(cu_ptr + n + 1, mask=inside, other=0), n, N,
-                   T, C)
+    bos, eos = clamped_bounds(tl.load(cu_ptr + n, mask=inside, other=0), tl.load(cu_ptr + n + 1, mask=inside, other=0),
+                              T)
+    return tl.where(inside, sequence_blocks(bos, eos, C), -1)
 
 
 @triton.jit

@@ -42,11 +42,16 @@ def sequence_span_host(bos, eos, span, S, J, C):
     """sequence_span's answer on the host, from the sequence's bounds: (first block, blocks in
     the span, spans of the sequence)."""
     first = bos // C
-    blocks = (eos - 1) // C - first + 1 if eos > bos else 0
+    blocks = sequence_blocks_host(bos, eos, C)
     length = max(S, -(-blocks // J))
     spans = -(-blocks // length)
     count = max(min(blocks - span * length, length), 0)
     return first + span * length, count, spans
+
+
+def sequence_blocks_host(bos, eos, C):
+    """sequence_blocks on the host."""
+    return (eos - 1) // C - bos // C + 1 if eos > bos else 0
 
 
 @triton.jit
