@@ -26,6 +26,7 @@ sub = load_solution_file(PREFILL.submission_entry(), "gdn_prefill_stages")
 prep = importlib.import_module("gdn_prefill_stages.prefill_prep")
 spans = importlib.import_module("gdn_prefill_stages.prefill_spans")
 order = importlib.import_module("gdn_prefill_stages.prefill_order")
+common = importlib.import_module("gdn_prefill_stages.prefill_common")
 C = sub.CHUNK
 
 
@@ -110,14 +111,15 @@ def test_the_prep_writes_its_definitions(single):
 @triton.jit
 def _one_segment_kernel(cu_ptr, out_ptr, N, T, C: tl.constexpr, BN: tl.constexpr):
     block = tl.program_id(0)
-    tl.store(out_ptr + block, prep.one_segment(cu_ptr, N, block * C, T, C, BN).to(tl.int32))
+    _, ends, _, _ = common.cu_seqlens_load(cu_ptr, N, BN)
+    tl.store(out_ptr + block, prep.one_segment(ends, cu_ptr, N, block * C, T, C, BN).to(tl.int32))
 
 
-@pytest.mark.parametrize("num_seqs", (5, 90), ids=("few sequences", "more ends than one load"))
+@pytest.mark.parametrize("num_seqs", (5, 90, 150), ids=("few sequences", "more ends than one load", "three loads"))
 def test_one_segment_finds_the_blocks_inside_one_sequence(num_seqs):
     """one_segment (the prep's segment-free path) is true exactly for the blocks that no
     sequence boundary cuts: random lengths with empty sequences, boundaries on and off block
-    edges, and more cu_seqlens entries than one load of BN."""
+    edges, and more cu_seqlens entries than the BN the kernel loads at its start."""
     rng = random.Random(SEED + 11 + num_seqs)
     lengths = [rng.choice((0, C, 2 * C, rng.randrange(1, 3 * C))) for _ in range(num_seqs)]
     total = sum(lengths)

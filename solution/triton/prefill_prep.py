@@ -76,17 +76,19 @@ def block_loads(q_ptr, k_ptr, A_log_ptr, a_ptr, dt_bias_ptr, b_ptr, start, head,
 
 
 @triton.jit
-def one_segment(cu_ptr, N, start, T, C: tl.constexpr, BN: tl.constexpr):
+def one_segment(ends, cu_ptr, N, start, T, C: tl.constexpr, BN: tl.constexpr):
     """Whether the tokens start .. min(start + C, T) - 1 lie in one sequence: no entry of
-    cu_seqlens [N + 1] falls strictly inside them. Then the block is one segment, and its
-    prep needs no search for sequences and no segmented sums (block_decay with SINGLE)."""
+    cu_seqlens [N + 1] falls strictly inside them. Then the block is one segment, and its prep
+    needs no search for sequences and no segmented sums (block_decay with SINGLE). `ends`:
+    cu_seqlens[1 .. min(N, BN)] (zero past N), as cu_seqlens_load loaded them at the kernel's
+    start; only a call of more than BN sequences loads the entries past them here (cu_seqlens[0]
+    lies at or before every block)."""
     offs = tl.arange(0, BN)
     stop = tl.minimum(start + C, T)
-    ends = tl.load(cu_ptr + offs, mask=offs <= N, other=0)
     inside = tl.sum(((ends > start) & (ends < stop)).to(tl.int32), axis=0)
-    for first in range(BN, N + 1, BN):
-        ends = tl.load(cu_ptr + first + offs, mask=first + offs <= N, other=0)
-        inside += tl.sum(((ends > start) & (ends < stop)).to(tl.int32), axis=0)
+    for first in range(BN + 1, N + 1, BN):
+        more = tl.load(cu_ptr + first + offs, mask=first + offs <= N, other=0)
+        inside += tl.sum(((more > start) & (more < stop)).to(tl.int32), axis=0)
     return inside == 0
 
 
@@ -175,7 +177,7 @@ def chunk_prep_kernel(
         tl.store(q16_ptr + copy, q.to(tl.float16))
     if SINGLE:
         G, G_end, decay = block_decay(log_g, cu_ptr, N, start, True, C, BN)
-    elif one_segment(cu_ptr, N, start, T, C, BN):
+    elif one_segment(upper, cu_ptr, N, start, T, C, BN):
         G, G_end, decay = block_decay(log_g, cu_ptr, N, start, True, C, BN)
     else:
         G, G_end, decay = block_decay(log_g, cu_ptr, N, start, False, C, BN)
