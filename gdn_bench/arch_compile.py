@@ -74,7 +74,7 @@ def job(record, capability: tuple[int, int]) -> Job:
     backend = make_backend(target)
     fn = record.fn
     binder = create_function_from_signature(fn.signature, fn.params, backend)
-    kwargs = dict(record.constexprs, num_warps=record.num_warps)
+    kwargs = dict(record.constexprs, num_warps=record.num_warps, **dict(record.options))
     bound, specialization, options = binder(*record.args, **kwargs)
     options, signature, constexprs, attrs = fn._pack_args(backend, kwargs, bound, specialization, options)
     src = ASTSource(fn, signature, constexprs, attrs)

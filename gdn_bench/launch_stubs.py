@@ -25,7 +25,7 @@ def stubbed_launches(launcher_class):
     def run(*args):
         launches.append(args[:3])
 
-    def first_launch(self, grid, args, constexprs, num_warps, key, raw, aligned):
+    def first_launch(self, grid, args, constexprs, num_warps, options, key, raw, aligned):
         """In place of Launcher._through_triton: the configuration's stand-in compiled kernel kept
         (where the direct path is valid), then the launch made through it."""
         saved.setdefault(self, dict(self.compiled))

@@ -5,8 +5,9 @@ to time; a probe's point is computed as prefill.py computes what it compares wit
 When prefill.py's tables change, this file changes with them, and only this file. Each table is
 a dict by architecture (shared.arch_key): a sweep tunes and rewrites the rows of the GPU's.
 
-- PREP_TABLE (bound max_blocks: the call's blocks of CHUNK tokens): the prep's warps, on the
-  chunked path's calls;
+- PREP_TABLE (bound max_blocks: the call's blocks of CHUNK tokens): the prep's warps, and
+  4 warps capped at 168 registers (three programs per multiprocessor), on the chunked path's
+  calls;
 - PASS_TABLE (bound max_pieces: (sequence, span) pieces of the span pass's grid): the
   chunked path's calls, from many mid-length sequences (one span each, pieces = N) to long
   single sequences (cut into spans: pieces = spans);
@@ -98,7 +99,9 @@ def _prep_probes(module) -> list[Probe]:
 
 SWEEPS = {
     "PREP_TABLE": TableSweep(table="PREP_TABLE", bounds=("max_blocks",),
-                             candidates=lambda module: [dict(warps=w) for w in (2, 4, 8)], probes=_prep_probes),
+                             candidates=lambda module: [*(dict(warps=w, maxnreg=None) for w in (2, 4, 8)),
+                                                        dict(warps=4, maxnreg=168)],
+                             probes=_prep_probes),
     "PASS_TABLE": TableSweep(table="PASS_TABLE", bounds=("max_pieces",), candidates=_launch_candidates,
                              probes=_pass_probes),
     "SUMMARY_TABLE": TableSweep(table="SUMMARY_TABLE", bounds=("max_pieces",), candidates=_launch_candidates,

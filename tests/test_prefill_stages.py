@@ -68,7 +68,7 @@ def test_the_prep_writes_its_definitions(single):
     exp(G_i - G_j) q_i . k_j (j <= i), the gate rows and the float16 copies of k and q, per
     block and value head, against float64 (the tiles are float16: 2e-3 of their largest entry).
     The several-sequence kernel (SINGLE false) finds both blocks inside one sequence
-    (one_segment) and must write the same."""
+    (_segment_edges) and must write the same."""
     lengths = [2 * C - 7]
     inputs = model_like_inputs(lengths, torch.Generator(device=DEVICE).manual_seed(SEED + 3), DEVICE)
     q, k, v, state, A_log, a, dt_bias, b, cu = (inputs[n] for n in ("q", "k", "v", "state", "A_log", "a", "dt_bias",
@@ -109,27 +109,37 @@ def test_the_prep_writes_its_definitions(single):
 
 
 @triton.jit
-def _one_segment_kernel(cu_ptr, out_ptr, N, T, C: tl.constexpr, BN: tl.constexpr):
+def _segment_edges_kernel(cu_ptr, first_ptr, last_ptr, N, C: tl.constexpr, BN: tl.constexpr):
     block = tl.program_id(0)
     _, ends, _, _ = common.cu_seqlens_load(cu_ptr, N, BN)
-    tl.store(out_ptr + block, prep.one_segment(ends, cu_ptr, N, block * C, T, C, BN).to(tl.int32))
+    first, last = prep._segment_edges(ends, cu_ptr, N, block * C, C, BN)
+    rows = block * C + tl.arange(0, C)
+    tl.store(first_ptr + rows, first)
+    tl.store(last_ptr + rows, last)
 
 
 @pytest.mark.parametrize("num_seqs", (5, 90, 150), ids=("few sequences", "more ends than one load", "three loads"))
-def test_one_segment_finds_the_blocks_inside_one_sequence(num_seqs):
-    """one_segment (the prep's segment-free path) is true exactly for the blocks that no
-    sequence boundary cuts: random lengths with empty sequences, boundaries on and off block
-    edges, and more cu_seqlens entries than the BN the kernel loads at its start."""
+def test_segment_edges_find_each_rows_segment(num_seqs):
+    """_segment_edges (the prep's segments, without a branch): for every row of every block, the
+    first and last rows of its sequence's part of the block, against the host, on random
+    lengths with empty sequences, boundaries on and off block edges, and more cu_seqlens
+    entries than the BN the kernel loads at its start."""
     rng = random.Random(SEED + 11 + num_seqs)
     lengths = [rng.choice((0, C, 2 * C, rng.randrange(1, 3 * C))) for _ in range(num_seqs)]
     total = sum(lengths)
     cu = cu_seqlens_of(lengths, DEVICE)
     blocks = triton.cdiv(total, C)
-    out = torch.full((blocks,), -1, dtype=torch.int32, device=DEVICE)
-    _one_segment_kernel[(blocks,)](cu, out, num_seqs, total, C=C, BN=64)
-    ends = set(cu.tolist())
-    want = [not any(start < e < min(start + C, total) for e in ends) for start in range(0, total, C)]
-    assert out.cpu().bool().tolist() == want
+    first = torch.full((blocks * C,), -1, dtype=torch.int32, device=DEVICE)
+    last = torch.full((blocks * C,), -1, dtype=torch.int32, device=DEVICE)
+    _segment_edges_kernel[(blocks,)](cu, first, last, num_seqs, C=C, BN=64)
+    ends = cu.tolist()
+    want_first, want_last = [], []
+    for row in range(blocks * C):
+        start = row - row % C
+        want_first.append(max([e for e in ends if start <= e <= row], default=start) - start)
+        want_last.append(min([e for e in ends if row < e < start + C], default=start + C) - 1 - start)
+    assert first.cpu().tolist() == want_first
+    assert last.cpu().tolist() == want_last
 
 
 @triton.jit
@@ -262,3 +272,18 @@ def test_the_rule_orders_the_measured_calls(name):
     lengths, ordered = MEASURED_ORDER[name]
     assert sub._plan(sum(lengths), len(lengths), "sm90").ordered == ordered, name
 
+
+
+@pytest.mark.parametrize("arch", ("sm90", "sm100"))
+def test_the_prep_launches_with_its_table_s_register_cap(arch):
+    """The prep's launch carries PREP_TABLE's maxnreg as a compile option (Hopper: 168, three
+    4-warp programs per multiprocessor, from 33 blocks; Blackwell: none), on one and on several
+    sequences; a call of at most 32 blocks (no more than two programs per multiprocessor) runs
+    uncapped."""
+    capped = {"sm90": (("maxnreg", 168),), "sm100": ()}[arch]
+    for lengths, cap in (([4096], capped), ([512] * 16, capped), ([1024], ()), ([256] * 4, ()), ([32 * C], ()),
+                         ([32 * C + 1], capped)):
+        steps = sub._call_plan(sum(lengths), len(lengths), arch, True, False, False).steps
+        assert steps[0].launcher.fn is prep.chunk_prep_kernel
+        assert steps[0].options == cap, lengths
+        assert all(step.options == () for step in steps[1:])

@@ -70,6 +70,23 @@ def test_the_direct_path_after_the_first_launch(stand_in):
     assert compiled.runs == [(2, 3, 1, *head), (5, 1, 1, *head)]
 
 
+def test_compile_options_go_to_triton_and_key_the_compiled_kernel(stand_in):
+    """Compile options (maxnreg) reach Triton's launch and make a configuration of their own;
+    each configuration then takes the direct path."""
+    launcher, through_triton, compiled = stand_in
+    x = torch.zeros(16)
+    args, constexprs, capped = (x, 0.5), (("BLOCK", 16),), (("maxnreg", 168),)
+    launcher.launch((1, 1, 1), args, constexprs, 4, 0)
+    launcher.launch((1, 1, 1), args, constexprs, 4, 0, options=capped)
+    launcher.prepare((1, 1, 1), args, constexprs, 4, 0, options=capped)()
+    assert through_triton == [((1, 1, 1), args, {"BLOCK": 16, "num_warps": 4}),
+                              ((1, 1, 1), args, {"BLOCK": 16, "num_warps": 4, "maxnreg": 168})]
+    assert len(compiled.runs) == 1
+    with shared.recording_launches() as recorded:
+        launcher.launch((1, 1, 1), args, constexprs, 4, 0, options=capped)
+    assert recorded == [shared.LaunchRecord(launcher.fn, (1, 1, 1), args, constexprs, 4, capped)]
+
+
 def test_triton_s_path_where_the_direct_one_is_not_valid(stand_in, monkeypatch):
     """A pointer not 16-byte aligned, or a launch hook (a profiler), keeps Triton's path."""
     launcher, through_triton, compiled = stand_in

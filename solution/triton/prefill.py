@@ -107,9 +107,11 @@ class PiecesRow(NamedTuple):
 
 class PrepRow(NamedTuple):
     """A row of PREP_TABLE: calls of up to max_blocks blocks (None: any number, the last row)
-    run the prep with `warps` warps."""
+    run the prep with `warps` warps, its registers capped at `maxnreg` per thread (None: as
+    the compiler allocates them)."""
     max_blocks: int | None
     warps: int
+    maxnreg: int | None = None
 
 
 # Every launch table is a dict by architecture, read through _table: "sm90" (Hopper); "sm100"
@@ -123,6 +125,13 @@ class PrepRow(NamedTuple):
 # one stage (the former middle row) and 16 with one stage compute wrongly under Triton 3.6
 # (an illegal address; worst margins of 100 and more), the interpreter right; not used.
 #
+# sm_90, the prep: from 33 blocks (more programs than two per multiprocessor) 4 warps capped at
+# 168 registers, three programs per multiprocessor instead of two. Triton 3.6 gives the lean
+# prep 178-247 registers uncapped; capped it spills at most 24 bytes (Triton 3.9, offline). On
+# an H200 (docs/perf.md item 25) the prep 35.7 -> 31.4 us at 1 x 8192, 40.4 -> 38.2 at 16 x 512,
+# 42.9 -> 37.4 at 57 / 8192 (the call 3-5 % faster); capped at 128, slower than uncapped. Up to
+# 32 blocks every program has a slot anyway: uncapped (measured equal, and no spills).
+#
 # sm_100 (docs/sm100.md). Triton's tcgen05 path (4 or more warps) computed tl.dot recurrences
 # wrongly or nondeterministically on sm_100/sm_103 (triton #9871, #10590, #10821, PR #10993),
 # every failing set with 2 or 3 stages; PR #10993 names one stage unaffected. So every kernel
@@ -133,7 +142,8 @@ class PrepRow(NamedTuple):
 # on sm_100a since item 22.
 PREP_TABLE = {
     "sm90": (
-        PrepRow(max_blocks=None, warps=4),
+        PrepRow(max_blocks=32, warps=4),
+        PrepRow(max_blocks=None, warps=4, maxnreg=168),
     ),
     "sm100": (
         PrepRow(max_blocks=None, warps=4),
@@ -247,11 +257,11 @@ _KEPT_PLANS = 256  # CallPlans kept (_call_plan); more forget them all
 
 class Plan(NamedTuple):
     """How a call of T tokens in N sequences runs (_plan). walk: the token walk's launch, or
-    None for the chunked path; then the prep's warps, spans of at least span_blocks blocks, at
+    None for the chunked path; then the prep's PrepRow, spans of at least span_blocks blocks, at
     most `spans` per sequence (1: no spans), and the launches of the span pass, the summary and
     the fix-up (None where the call walks); whether the walks take the sequences longest first."""
     walk: WalkLaunch | None
-    prep_warps: int
+    prep: PrepRow | None
     span_blocks: int
     spans: int
     pass_launch: Launch | None
@@ -265,16 +275,16 @@ def _plan(total, num_seqs, arch):
     and every launch, from the shapes only (the tables and settings at the top of this file).
     The one place a path or a launch is chosen."""
     if _walks(total, num_seqs):
-        return Plan(_walk_launch(total, num_seqs, _table("WALK_TABLE", arch)), 0, 1, 1, None, None, None, False)
+        return Plan(_walk_launch(total, num_seqs, _table("WALK_TABLE", arch)), None, 1, 1, None, None, None, False)
     span_blocks, spans = _span_plan(total, num_seqs)
     pieces = num_seqs * spans
     blocks = triton.cdiv(total, CHUNK)
-    prep_warps = next(row.warps for row in _table("PREP_TABLE", arch) if _within(blocks, row.max_blocks))
+    prep = next(row for row in _table("PREP_TABLE", arch) if _within(blocks, row.max_blocks))
     pass_launch, summary, fixup = (_launch_for(_table(name, arch), pieces)
                                    for name in ("PASS_TABLE", "SUMMARY_TABLE", "FIXUP_TABLE"))
     pass_programs = pieces * NUM_V_HEADS * (HEAD_SIZE // pass_launch.block_v)
     ordered = num_seqs > 1 and blocks >= ORDER_MIN_BLOCKS and pass_programs >= ORDER_MIN_PROGRAMS
-    return Plan(None, prep_warps, span_blocks, spans, pass_launch, summary, fixup, ordered)
+    return Plan(None, prep, span_blocks, spans, pass_launch, summary, fixup, ordered)
 
 
 def _walks(total, num_seqs):
@@ -395,13 +405,15 @@ class Step(NamedTuple):
     """One launch of a call, all but its arguments' values: the Launcher, the grid, where each
     runtime argument comes from (names of the call's values, _launch_call), in parameter order,
     `take`, which picks them from the call's values in the CallPlan's order, the constexprs as
-    (name, value) pairs in parameter order, and the warps."""
+    (name, value) pairs in parameter order, the warps and the compile options as (name, value)
+    pairs (Launcher.prepare)."""
     launcher: Launcher
     grid: tuple
     sources: tuple
     take: operator.itemgetter
     constexprs: tuple
     warps: int
+    options: tuple = ()
 
 
 class CallPlan(NamedTuple):
@@ -415,12 +427,12 @@ class CallPlan(NamedTuple):
     constants: tuple
 
 
-def _step(launcher, grid, sources, constexprs, warps):
+def _step(launcher, grid, sources, constexprs, warps, options=()):
     """A Step of `launcher` from its runtime arguments' sources (names in _VALUES) and its
     constexprs by parameter name (TypeError where they do not match the kernel's parameters).
     Every kernel has several runtime arguments, so `take` gives a tuple."""
     ordered, pairs = launcher.order(sources, constexprs)
-    return Step(launcher, grid, ordered, operator.itemgetter(*map(_VALUES.index, ordered)), pairs, warps)
+    return Step(launcher, grid, ordered, operator.itemgetter(*map(_VALUES.index, ordered)), pairs, warps, options)
 
 
 _CALL_PLANS = {}  # _call_plan's key -> (_settings then, CallPlan)
@@ -476,7 +488,7 @@ def _new_call_plan(total, num_seqs, arch, has_state, pooled, scale_from_ptr):
         dict(SINGLE=num_seqs == 1, ORDERED=plan.ordered, SCALE_FROM_PTR=scale_from_ptr, WIDEN_BF16=INTERPRETED, IDX=idx,
              HQ=NUM_Q_HEADS,
              **heads, C=CHUNK, LOG_C=CHUNK.bit_length() - 1, BN=_SEQ_BLOCK),
-        plan.prep_warps)]
+        plan.prep.warps, () if plan.prep.maxnreg is None else (("maxnreg", plan.prep.maxnreg),))]
     if plan.spans > 1:
         summary, fixup = plan.summary, plan.fixup
         steps.append(_step(
@@ -625,7 +637,7 @@ def _launch_call(call, tensors, pointers, extras, scale_tensor, device):
     launches = [step.launcher.prepare(step.grid, functools.partial(_tensor_arguments, objects, buffer, call.slots,
                                                                    step.sources),
                                       step.constexprs, step.warps, device.index, (step.take(values), aligned),
-                                      specialization)
+                                      specialization, step.options)
                 for step in call.steps]
     for launch in launches:
         launch()

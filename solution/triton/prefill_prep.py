@@ -33,24 +33,32 @@ GATE_ROWS = tl.constexpr(4)
 
 
 @triton.jit
-def _segment_sum(a_value, a_seg, b_value, b_seg):
-    """Combine for a segmented sum scan: values add up while the segment stays the same
-    (segments are runs of equal ids, so this is associative)."""
-    return b_value + tl.where(a_seg == b_seg, a_value, 0.0), b_seg
+def _narrow_edges(ends, start, first, last, C: tl.constexpr):
+    """first and last [C] (rows of each row's segment in the block of C tokens from `start`)
+    narrowed by the cu_seqlens entries `ends` [BN] (-1 for none)."""
+    i = tl.arange(0, C)
+    rel = tl.minimum(tl.maximum(ends - start, -1), C).to(tl.int32)  # outside the block: -1 or C
+    first = tl.maximum(first, tl.max(tl.where(rel[None, :] <= i[:, None], rel[None, :], 0), axis=1))
+    last = tl.minimum(last, tl.min(tl.where(rel[None, :] > i[:, None], rel[None, :], C), axis=1) - 1)
+    return first, last
 
 
 @triton.jit
-def _segment_of(cu_ptr, N, rows, BN: tl.constexpr):
-    """For each token index in `rows`: the number of sequence ends cu_seqlens[1..N] at or
-    before it, i.e. the index of its sequence. Equal values mean the same sequence. The first
-    BN ends are loaded before any loop, so that their load overlaps the caller's."""
-    offs = 1 + tl.arange(0, BN)
-    ends = tl.load(cu_ptr + offs, mask=offs <= N, other=2**62)
-    seg = tl.sum((ends[None, :] <= rows[:, None]).to(tl.int32), axis=1)
-    for start in range(BN, N, BN):
-        ends = tl.load(cu_ptr + start + offs, mask=start + offs <= N, other=2**62)
-        seg += tl.sum((ends[None, :] <= rows[:, None]).to(tl.int32), axis=1)
-    return seg
+def _segment_edges(ends, cu_ptr, N, start, C: tl.constexpr, BN: tl.constexpr):
+    """For each row i of the block of C tokens from `start`: (s_i, e_i), the first and last
+    rows of its segment inside the block, s_i <= i <= e_i, from the entries of cu_seqlens
+    [N + 1] at or before the row and after it. `ends`: cu_seqlens[1 .. min(N, BN)] (zero past
+    N), as cu_seqlens_load loaded them at the kernel's start; only a call of more than BN
+    sequences loads the entries past them here (cu_seqlens[0] lies at or before every block).
+    Any cu_seqlens gives rows of the block."""
+    offs = tl.arange(0, BN)
+    first = tl.zeros([C], dtype=tl.int32)
+    last = first + C - 1
+    first, last = _narrow_edges(tl.where(offs < N, ends, -1), start, first, last, C)
+    for more in range(BN + 1, N + 1, BN):
+        first, last = _narrow_edges(tl.load(cu_ptr + more + offs, mask=more + offs <= N, other=-1), start, first,
+                                    last, C)
+    return first, last
 
 
 @triton.jit
@@ -76,43 +84,32 @@ def block_loads(q_ptr, k_ptr, A_log_ptr, a_ptr, dt_bias_ptr, b_ptr, start, head,
 
 
 @triton.jit
-def one_segment(ends, cu_ptr, N, start, T, C: tl.constexpr, BN: tl.constexpr):
-    """Whether the tokens start .. min(start + C, T) - 1 lie in one sequence: no entry of
-    cu_seqlens [N + 1] falls strictly inside them. Then the block is one segment, and its prep
-    needs no search for sequences and no segmented sums (block_decay with SINGLE). `ends`:
-    cu_seqlens[1 .. min(N, BN)] (zero past N), as cu_seqlens_load loaded them at the kernel's
-    start; only a call of more than BN sequences loads the entries past them here (cu_seqlens[0]
-    lies at or before every block)."""
-    offs = tl.arange(0, BN)
-    stop = tl.minimum(start + C, T)
-    inside = tl.sum(((ends > start) & (ends < stop)).to(tl.int32), axis=0)
-    for first in range(BN + 1, N + 1, BN):
-        more = tl.load(cu_ptr + first + offs, mask=first + offs <= N, other=0)
-        inside += tl.sum(((more > start) & (more < stop)).to(tl.int32), axis=0)
-    return inside == 0
-
-
-@triton.jit
-def block_decay(log_g, cu_ptr, N, start, SINGLE: tl.constexpr, C: tl.constexpr, BN: tl.constexpr):
+def block_decay(log_g, ends, cu_ptr, N, start, SINGLE: tl.constexpr, C: tl.constexpr, BN: tl.constexpr):
     """The block's cumulative gates from its log g [C] (zero past T): G (float64: g summed
     over the row's segment up to the row), G_end (float64: over the whole segment) and decay
-    [C, C]: exp(G_i - G_j) for the pairs (i, j) of one segment with j <= i, else 0. SINGLE:
-    the block is one segment (no search for sequences). The sums run in float64: G grows to
-    C times the largest |g|, and a float32 G would put an error of |G| * 2^-24 into every
-    exponent, where only |G_i - G_j| * 2^-24 is due."""
+    [C, C]: exp(G_i - G_j) for the pairs (i, j) of one segment with j <= i, else 0. With P the
+    block's running sum of g and s_i, e_i the first and last rows of row i's segment
+    (_segment_edges from `ends` and cu_seqlens; SINGLE, the block is one segment: 0 and C - 1),
+    G_i = P_i - P_(s_i - 1), G_end_i = P_(e_i) - P_(s_i - 1) and G_i - G_j = P_i - P_j. The
+    sums run in float64: G grows to C times the largest |g|, and a float32 G would put an
+    error of |G| * 2^-24 into every exponent, where only |G_i - G_j| * 2^-24 is due. One path
+    for every block of a call, without a branch on whether a boundary cuts it: a branch merges
+    both paths' registers (250 against 172 on sm_90a, Triton 3.9; docs/perf.md item 24)."""
     i = tl.arange(0, C)
     g = log_g.to(tl.float64)
+    G = tl.cumsum(g, 0)
     if SINGLE:
-        G = tl.cumsum(g, 0)
         G_end = tl.zeros_like(G) + tl.sum(g, 0)
         causal = i[None, :] <= i[:, None]
+        exponent = G[:, None] - G[None, :]
     else:
-        seg = _segment_of(cu_ptr, N, start + i, BN)
-        G, _ = tl.associative_scan((g, seg), 0, _segment_sum)
-        after, _ = tl.associative_scan((g, seg), 0, _segment_sum, reverse=True)
-        G_end = G + after - g
-        causal = (seg[:, None] == seg[None, :]) & (i[None, :] <= i[:, None])
-    decay = tl.exp(tl.where(causal, (G[:, None] - G[None, :]).to(tl.float32), float("-inf")))
+        first, last = _segment_edges(ends, cu_ptr, N, start, C, BN)
+        causal = (i[None, :] <= i[:, None]) & (i[None, :] >= first[:, None])
+        exponent = G[:, None] - G[None, :]
+        before = tl.gather(G - g, first, 0)
+        G_end = tl.gather(G, last, 0) - before
+        G = G - before
+    decay = tl.exp(tl.where(causal, exponent.to(tl.float32), float("-inf")))
     return G, G_end, decay
 
 
@@ -124,16 +121,22 @@ def unit_lower_inverse(A, C: tl.constexpr, LOG_C: tl.constexpr):
         [[X, 0], [L, Y]]^-1 = [[X^-1, 0], [-Y^-1 L X^-1, Y^-1]],
 
     so with T_b the inverse of I + A cut to its diagonal blocks of b rows, and A_b the entries
-    of A inside the diagonal blocks of 2b rows but outside those of b rows (rows i, j whose
-    highest differing bit is bit log2 b):  T_2b = T_b - T_b (A_b T_b).  T_1 = I, so
+    of A inside the diagonal blocks of 2b rows but outside those of b rows (rows i, j that
+    agree above bit log2 b and differ at it):  T_2b = T_b - T_b (A_b T_b).  T_1 = I, so
     T_2 = I - A_1, then two products per level up to b = C/2. The operands are entries of A
     and of the inverse itself (of order 1 for the gates' A: no powers of A, whose entries
-    grow), so they go in as float16 with float32 sums; T's entries, once set, never change."""
+    grow), so they go in as float16 with float32 sums; T's entries, once set, never change.
+    Each level's mask is made from the row and column indices, and A is kept as float16 after
+    the first level, so that no [C, C] index tile or float32 A stays live across the levels
+    (the prep's registers: docs/perf.md item 24)."""
     i = tl.arange(0, C)
-    apart = i[:, None] ^ i[None, :]  # its highest set bit: the level at which rows i and j meet
-    inverse = tl.where(apart == 0, 1.0, 0.0) - tl.where(apart == 1, A, 0.0)
+    row = i[:, None]
+    col = i[None, :]
+    inverse = tl.where(row == col, 1.0, 0.0) - tl.where((row ^ col) == 1, A, 0.0)
+    A16 = A.to(tl.float16)
     for bit in tl.static_range(1, LOG_C):
-        part = tl.where((apart >> bit) == 1, A, 0.0).to(tl.float16)
+        level = ((row >> (bit + 1)) == (col >> (bit + 1))) & (((row >> bit) & 1) != ((col >> bit) & 1))
+        part = tl.where(level, A16, 0.0)
         inverse16 = inverse.to(tl.float16)
         inverse -= tl.dot(inverse16, tl.dot(part, inverse16).to(tl.float16))
     return inverse
@@ -151,14 +154,13 @@ def chunk_prep_kernel(
     float16 tiles of block-major scratch, the block's gates [GATE_ROWS, C] in float32: e^G,
     scale e^G, e^(G_end - G) and e^G_end (G_end: G at the last token of each row's segment),
     and, from the first value head of each key head, k and q as float16 [C, D] tiles of
-    block-major scratch [blocks, HQ, C, D] (zero past T). SINGLE: one sequence (no search);
-    with several, a block inside one of them (one_segment) takes the same segment-free sums
-    after its loads are issued (measured on an H200, docs/perf.md item 22: the prep 45 -> 41
-    µs at 16 x 512). WIDEN_BF16: take the bf16 products in float32 (Triton's interpreter
+    block-major scratch [blocks, HQ, C, D] (zero past T). SINGLE: one sequence (no search
+    for segments; block_decay). WIDEN_BF16: take the bf16 products in float32 (Triton's interpreter
     computes bf16 tl.dot wrongly); they are exact either way. Also checks
     cu_seqlens (cu_seqlens_ok): program (0, 0) writes the flag every starting state adds, 0 or,
     for a malformed one, NaN; and then every program writes NaN into its block's output rows
-    (those no sequence would write). ORDERED: the programs of value head 0 write the order in
+    (those no sequence would write); the check is made before the inverse, so that the
+    entries it reads are not held through it. ORDERED: the programs of value head 0 write the order in
     which the walks take the sequences (prefill_order: longest first), a tile of sequences
     each, after their block's work."""
     block = tl.program_id(0)
@@ -175,12 +177,7 @@ def chunk_prep_kernel(
         copy = (block.to(IDX) * HQ + head // (HV // HQ)) * (C * D) + i[:, None] * D + tl.arange(0, D)[None, :]
         tl.store(k16_ptr + copy, k.to(tl.float16))
         tl.store(q16_ptr + copy, q.to(tl.float16))
-    if SINGLE:
-        G, G_end, decay = block_decay(log_g, cu_ptr, N, start, True, C, BN)
-    elif one_segment(upper, cu_ptr, N, start, T, C, BN):
-        G, G_end, decay = block_decay(log_g, cu_ptr, N, start, True, C, BN)
-    else:
-        G, G_end, decay = block_decay(log_g, cu_ptr, N, start, False, C, BN)
+    G, G_end, decay = block_decay(log_g, upper, cu_ptr, N, start, SINGLE, C, BN)
     kk = tl.dot(k, tl.trans(k))
     qk = tl.dot(q, tl.trans(k))
     tl.store(m_ptr + square, ((scale * decay) * qk).to(tl.float16))
@@ -191,11 +188,11 @@ def chunk_prep_kernel(
     tl.store(gates + 2 * C, tl.exp((G_end - G).to(tl.float32)))
     tl.store(gates + 3 * C, tl.exp(G_end.to(tl.float32)))
     A = tl.where(i[None, :] < i[:, None], beta[:, None] * decay * kk, 0.0)
+    ok = cu_seqlens_ok(lower, upper, cu_first, cu_last, cu_ptr, N, T, BN)
     tl.store(tb_ptr + square, (unit_lower_inverse(A, C, LOG_C) * beta[None, :]).to(tl.float16))
     if ORDERED:
         if head == 0:
             write_longest_first(cu_ptr, order_ptr, block, tl.num_programs(0), N, T, C)
-    ok = cu_seqlens_ok(lower, upper, cu_first, cu_last, cu_ptr, N, T, BN)
     if (block == 0) & (head == 0):
         tl.store(flag_ptr, tl.where(ok, 0.0, float("nan")))
     if not ok:

@@ -340,16 +340,19 @@ class Launcher:
         self.compiled = {}
         _LAUNCHERS.add(self)
 
-    def prepare(self, grid, args, constexprs, num_warps, device_index, lowered_args=None, specialization=()):
-        """The launch of fn[grid](*args, **dict(constexprs), num_warps=num_warps) on device
-        `device_index` (grid: three sizes), as a function of no arguments. `constexprs`:
-        (name, value) pairs in parameter order (hashable: a caller may keep them).
+    def prepare(self, grid, args, constexprs, num_warps, device_index, lowered_args=None, specialization=(),
+                options=()):
+        """The launch of fn[grid](*args, **dict(constexprs), num_warps=num_warps, **dict(options))
+        on device `device_index` (grid: three sizes), as a function of no arguments. `constexprs`:
+        (name, value) pairs in parameter order (hashable: a caller may keep them); `options`:
+        compile options as (name, value) pairs (maxnreg), part of the cache key.
         `lowered_args`: what lowered(args) gives, where the caller has it at hand; then `args`
         may be a function of no arguments that gives them, called only where the launch goes
         through Triton (a caller that computes raw pointers need not make those tensors).
         `specialization`: whatever else makes Triton compile the kernel anew (the dtype of a
         tensor whose dtype varies), part of the cache key with the constexprs and the warps."""
-        run, run_args = self._launch_call(grid, args, constexprs, num_warps, device_index, lowered_args, specialization)
+        run, run_args = self._launch_call(grid, args, constexprs, num_warps, device_index, lowered_args, specialization,
+                                          options)
         return lambda: run(*run_args)
 
     def order(self, args, constexprs):
@@ -371,27 +374,29 @@ class Launcher:
         dtypes = tuple(a.dtype for a in ordered if isinstance(a, torch.Tensor))
         return self.prepare(grid, ordered, pairs, num_warps, device_index, specialization=dtypes)
 
-    def launch(self, grid, args, constexprs, num_warps, device_index, lowered_args=None, specialization=()):
+    def launch(self, grid, args, constexprs, num_warps, device_index, lowered_args=None, specialization=(),
+               options=()):
         """prepare(...)() with nothing made in between, for a call of one launch (no function
         is built: this is the whole host path of a small call)."""
-        run, run_args = self._launch_call(grid, args, constexprs, num_warps, device_index, lowered_args, specialization)
+        run, run_args = self._launch_call(grid, args, constexprs, num_warps, device_index, lowered_args, specialization,
+                                          options)
         run(*run_args)
 
-    def _launch_call(self, grid, args, constexprs, num_warps, device_index, lowered_args, specialization):
+    def _launch_call(self, grid, args, constexprs, num_warps, device_index, lowered_args, specialization, options):
         """(function, its arguments) that make prepare's launch: the compiled kernel's launcher
         and raw arguments where the direct path is valid, else _through_triton and its."""
         raw, aligned = lowered_args or lowered(given(args))
-        key = (device_index, constexprs, num_warps, specialization)
+        key = (device_index, constexprs, num_warps, options, specialization)
         entry = self.compiled.get(key)
         if entry and aligned and not hooks_installed():
             run, stream_of, head, values = entry
             return run, (*grid, stream_of(device_index), *head, *raw, *values)
-        return self._through_triton, (grid, args, constexprs, num_warps, key, raw, aligned)
+        return self._through_triton, (grid, args, constexprs, num_warps, options, key, raw, aligned)
 
-    def _through_triton(self, grid, args, constexprs, num_warps, key, raw, aligned):
+    def _through_triton(self, grid, args, constexprs, num_warps, options, key, raw, aligned):
         """Launch through Triton; after the first launch of a configuration, keep its compiled
         kernel for the direct path if its launcher takes these arguments."""
-        compiled = self.fn[grid](*given(args), **dict(constexprs), num_warps=num_warps)
+        compiled = self.fn[grid](*given(args), **dict(constexprs), num_warps=num_warps, **dict(options))
         if key not in self.compiled and aligned and not INTERPRETED:
             values = tuple(value for _, value in constexprs)
             stream_of = _direct_stream(compiled, key[0], (*raw, *values))
@@ -402,12 +407,14 @@ class Launcher:
 class LaunchRecord(NamedTuple):
     """A launch as recording_launches records it: the @triton.jit function, the grid (three
     sizes), its runtime arguments as given (tensors, numbers, None; in parameter order), its
-    constexprs as (name, value) pairs in parameter order, and the warps."""
+    constexprs as (name, value) pairs in parameter order, the warps and the compile options
+    as (name, value) pairs."""
     fn: object
     grid: tuple
     args: tuple
     constexprs: tuple
     num_warps: int
+    options: tuple = ()
 
 
 _LAUNCHERS = weakref.WeakSet()  # every Launcher of this module's package, for recording_launches
@@ -418,14 +425,16 @@ class _RecordingLauncher(Launcher):
     """What a Launcher is while recording_launches is in force: its launches are recorded, not
     made (the class of every Launcher is swapped, so that a normal launch checks nothing)."""
 
-    def prepare(self, grid, args, constexprs, num_warps, device_index, lowered_args=None, specialization=()):
+    def prepare(self, grid, args, constexprs, num_warps, device_index, lowered_args=None, specialization=(),
+                options=()):
         """A function of no arguments that records the launch (see Launcher.prepare)."""
-        record = LaunchRecord(self.fn, tuple(grid), tuple(given(args)), constexprs, num_warps)
+        record = LaunchRecord(self.fn, tuple(grid), tuple(given(args)), constexprs, num_warps, options)
         return lambda: _RECORDS[-1].append(record)
 
-    def launch(self, grid, args, constexprs, num_warps, device_index, lowered_args=None, specialization=()):
+    def launch(self, grid, args, constexprs, num_warps, device_index, lowered_args=None, specialization=(),
+               options=()):
         """Record the launch (see Launcher.launch)."""
-        self.prepare(grid, args, constexprs, num_warps, device_index)()
+        self.prepare(grid, args, constexprs, num_warps, device_index, options=options)()
 
 
 class recording_launches:
