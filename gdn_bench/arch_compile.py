@@ -77,9 +77,18 @@ def job(record, capability: tuple[int, int]) -> Job:
     kwargs = dict(record.constexprs, num_warps=record.num_warps, **dict(record.options))
     bound, specialization, options = binder(*record.args, **kwargs)
     options, signature, constexprs, attrs = fn._pack_args(backend, kwargs, bound, specialization, options)
-    src = ASTSource(fn, signature, constexprs, attrs)
+    src = _source_class(fn)(fn, signature, constexprs, attrs)
     text = f"{triton.__version__}-{src.hash()}-{backend.hash()}-{options.hash()}"
     return Job(src, target, options, hashlib.sha256(text.encode()).hexdigest())
+
+
+def _source_class(fn):
+    """Triton's source class for `fn`: Gluon's for a Gluon kernel (it sets the module's
+    attributes Gluon's layouts need before the kernel's code is generated), else ASTSource."""
+    if getattr(fn, "is_gluon", lambda: False)():
+        from triton.experimental.gluon._runtime import GluonASTSource
+        return GluonASTSource
+    return ASTSource
 
 
 def compile_job(work: Job) -> Compiled:
