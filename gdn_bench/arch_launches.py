@@ -42,6 +42,7 @@ SETTINGS = {
     "span_summary_kernel": Setting("prefill", "SUMMARY_TABLE"),
     "span_fixup_kernel": Setting("prefill", "FIXUP_TABLE"),
     "span_pass_kernel": Setting("prefill", "PASS_TABLE"),
+    "hopper_pass_kernel": Setting("prefill", "HOPPER_PASS_TABLE"),
 }
 
 # Per definition, its entry points (file.function) and the arguments each call changes from the
@@ -56,7 +57,8 @@ ENTRIES = {
 # decode and mtp: a batch size per LAUNCH_TABLES row (mtp at its serving mix's shortest and
 # longest draft); prefill: WALK_TABLE's rows (one-token sequences, few and many; short ones, few
 # and many), PASS_TABLE's by (sequence, span) pieces (1 and 2, 8, 16; one sequence and several),
-# and spans (SUMMARY_TABLE, FIXUP_TABLE: one long sequence, four).
+# spans (SUMMARY_TABLE, FIXUP_TABLE: one long sequence, four) and HOPPER_PASS_TABLE's (16
+# sequences of 512: many pieces, no spans).
 SHAPES = {
     "decode": ({"batch_size": 1}, {"batch_size": 64}),
     "mtp": ({"batch_size": 1, "seq_len": 2, "pool_size": 2}, {"batch_size": 64, "seq_len": 8, "pool_size": 72}),
@@ -171,8 +173,9 @@ def _traced_tables(modules: dict):
 
 
 def _rows(table, arch: str) -> tuple:
-    """A traced table's rows on `arch`."""
-    return table[arch] if isinstance(table, dict) else table
+    """A traced table's rows on `arch` (none where a table by architecture has no entry for it:
+    its kernel does not run there, as HOPPER_PASS_TABLE's off Hopper)."""
+    return table.get(arch, ()) if isinstance(table, dict) else table
 
 
 def _setting_name(kernel: str, table, arch: str) -> str:

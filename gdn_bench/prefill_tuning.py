@@ -13,6 +13,9 @@ a dict by architecture (shared.arch_key): a sweep tunes and rewrites the rows of
   single sequences (cut into spans: pieces = spans);
 - SUMMARY_TABLE and FIXUP_TABLE (the same bound): the span summary's and the fix-up's
   launches, on the calls of PASS_TABLE's that are cut into spans;
+- HOPPER_PASS_TABLE (the same bound; Hopper only): the Gluon pass's columns, warps (at most
+  one per 16 columns) and stages, on the calls of PASS_TABLE's that it takes (no spans, enough
+  sequences and blocks);
 - WALK_TABLE (bounds max_mean_length, the mean sequence length rounded up, and max_pairs,
   the (sequence, value head) pairs): the calls that walk their tokens, one-token sequences at
   every batch and short sequences.
@@ -74,6 +77,16 @@ def _span_probes(module) -> list[Probe]:
     return [_probe(t, n, (n * spans,)) for t, n, spans in plans if spans > 1]
 
 
+def _hopper_probes(module) -> list[Probe]:
+    """The calls of PASS_SHAPES that take the Hopper pass (its rule, prefill._plan, on sm90)."""
+    return [_probe(t, n, (n,)) for t, n in PASS_SHAPES if module._plan(t, n, "sm90").hopper_pass is not None]
+
+
+def _hopper_candidates(module) -> list[dict]:
+    return [dict(launch=module.Launch(block_v=bv, warps=w, stages=s))
+            for bv, w, s in itertools.product((64, 128), (4, 8), (2, 3)) if w * 16 <= bv]
+
+
 def _walk_probes(module) -> list[Probe]:
     return [_probe(t, n, (triton.cdiv(t, n), n * NUM_V_HEADS)) for t, n in WALK_SHAPES]
 
@@ -108,6 +121,8 @@ SWEEPS = {
                                 probes=_span_probes),
     "FIXUP_TABLE": TableSweep(table="FIXUP_TABLE", bounds=("max_pieces",), candidates=_launch_candidates,
                               probes=_span_probes),
+    "HOPPER_PASS_TABLE": TableSweep(table="HOPPER_PASS_TABLE", bounds=("max_pieces",),
+                                    candidates=_hopper_candidates, probes=_hopper_probes),
     "WALK_TABLE": TableSweep(table="WALK_TABLE", bounds=("max_mean_length", "max_pairs"),
                              candidates=_walk_candidates, probes=_walk_probes),
 }

@@ -88,6 +88,11 @@ def main(argv=None) -> int:
     gpu, arch, found = torch.cuda.get_device_name(), shared.arch_key(torch.device("cuda")), {}
     for name in args.table or available:
         table = available[name]
+        rows_here = getattr(module, table.table)
+        if isinstance(rows_here, dict) and arch not in rows_here:  # a kernel this GPU does not run
+            print(f"tune_launch: {name} has no rows for {arch} (its kernel does not run there): skipped",
+                  file=sys.stderr)
+            continue
         probes = [p for p in table.probes(module) if not chosen[0] or p.size in chosen[0]]
         records = sweep(module, table, probes, arch=arch, launches=recorded_launches(shared))
         for why in dict.fromkeys((json.dumps(plain(r["setting"])), r["wrong"]) for r in records if "wrong" in r):

@@ -251,7 +251,7 @@ def test_write_table_refuses_a_positional_table_and_an_architecture_it_has_not(t
 @pytest.mark.parametrize("argv, error", [
     (["--definition", "prefill", "--table", "LAUNCH_TABLES"],
      "argument --table: prefill has no table LAUNCH_TABLES; it has PREP_TABLE, PASS_TABLE, SUMMARY_TABLE, FIXUP_TABLE, "
-     "WALK_TABLE"),
+     "HOPPER_PASS_TABLE, WALK_TABLE"),
     (["--seq-lens", "6"], "argument --seq-lens: not a flag of decode; its sizes are --batch-sizes"),
     (["--definition", "mtp", "--table", "PASS_TABLE"], "argument --table: mtp has no table PASS_TABLE; "
                                                        "it has LAUNCH_TABLES"),

@@ -353,6 +353,7 @@ def test_no_host_synchronization_and_no_recompilation(device):
     output, new_state = poisoned_outputs([300, 20], device)
     scale = torch.tensor(0.1, device=device)
     sub.kernel(*inputs.values(), scale, output, new_state)  # compile, warm up
+    sub.kernel(*inputs.values(), None, output, new_state)  # the later calls' scale kind, whatever ran before
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         sub.kernel(*inputs.values(), scale, output, new_state)

@@ -225,13 +225,20 @@ def test_the_fused_path_matches_float64(monkeypatch):
     monkeypatch.setattr(sub, "WALK_MAX_MEAN_LENGTH", -1)
     lengths = [70, 0, 135, 64]
     assert sub._plan(sum(lengths), len(lengths), sub.arch_key(torch.device(DEVICE))).spans == 1
-    inputs = model_like_inputs(lengths, torch.Generator(device=DEVICE).manual_seed(SEED + 11), DEVICE)
+    slack = 2.0 if DEVICE == "cpu" else 1.0  # the interpreter truncates to bfloat16 (a GPU rounds)
+    _check_against_float64(lengths, SEED + 11, slack)
+
+
+def _check_against_float64(lengths, seed, slack):
+    """One call of the submission on model-like `lengths` (outputs poisoned with NaN first):
+    every element written, outputs within `slack` of the contest's tolerance and states within
+    0.1 of it, against the float64 reference."""
+    inputs = model_like_inputs(lengths, torch.Generator(device=DEVICE).manual_seed(seed), DEVICE)
     output = torch.full((sum(lengths), HV, D), float("nan"), dtype=torch.bfloat16, device=DEVICE)
     new_state = torch.full((len(lengths), HV, D, D), float("nan"), device=DEVICE)
     sub.kernel(*inputs.values(), output, new_state)
     want_out, want_state = gdn_prefill(*inputs.values(), compute_dtype=torch.float64)
     assert not output.isnan().any() and not new_state.isnan().any()
-    slack = 2.0 if DEVICE == "cpu" else 1.0  # the interpreter truncates to bfloat16 (a GPU rounds)
     assert worst_margin(output, want_out) <= slack
     assert worst_margin(new_state, want_state) <= 0.1
 
@@ -244,7 +251,7 @@ MIX_22 = next(list(lengths) for lengths in contest_mix_plan() if len(lengths) ==
 MEASURED_PATHS = {
     "64": ([64], "walk"), "512×1": ([1] * 512, "walk"), "4×256": ([256] * 4, "fused"), "1×1024": ([1024], "fused"),
     "16×512": ([512] * 16, "fused"), "57 / 8192": ([144] * 41 + [143] * 16, "fused"),
-    "1×2048": ([2048], "spans"), "1×8192": ([8192], "spans"), "1×16384": ([16384], "spans"),
+    "40×70": ([70] * 40, "fused"), "1×2048": ([2048], "spans"), "1×8192": ([8192], "spans"), "1×16384": ([16384], "spans"),
     "[1, 8191]": ([1, 8191], "spans"), "4×2048": ([2048] * 4, "spans"),
 }
 
@@ -255,6 +262,36 @@ def test_the_rule_picks_the_measured_path(name):
     plan = sub._plan(sum(lengths), len(lengths), "interpreter")
     got = "walk" if plan.walk is not None else "spans" if plan.spans > 1 else "fused"
     assert got == path, (name, plan)
+
+
+@pytest.mark.parametrize("name", MEASURED_PATHS)
+def test_the_hopper_pass_replaces_the_span_pass_where_hopper_runs_without_spans(name):
+    """The fused path on Hopper is the Gluon pass (HOPPER_PASS_TABLE, measured faster on an H200:
+    docs/perf.md item 26): chunked calls without spans of more than two sequences and at least
+    HOPPER_PASS_MIN_BLOCKS blocks on sm90, unless pooled; never with spans, for one or two
+    sequences, for short calls, on sm100 or in the interpreter."""
+    lengths, path = MEASURED_PATHS[name]
+    total, count = sum(lengths), len(lengths)
+    hopper = sub._plan(total, count, "sm90").hopper_pass
+    assert (hopper is not None) == (path == "fused" and count > 2 and total > 32 * C), name
+    assert sub._plan(total, count, "sm90", pooled=True).hopper_pass is None
+    assert sub._plan(total, count, "sm100").hopper_pass is None
+    assert sub._plan(total, count, "interpreter").hopper_pass is None
+
+
+@pytest.mark.skipif(DEVICE == "cpu" or torch.cuda.get_device_capability()[0] != 9,
+                    reason="the Hopper pass is Gluon for sm_90 (no interpreter)")
+@pytest.mark.parametrize("lengths", ([70, 0, 135, 64], [512] * 16, [100, 0, 900, 64, 3000], [64, 0, 0], [1024]),
+                         ids=("straddling", "16x512", "mixed", "empty at T", "one"))
+def test_the_hopper_pass_matches_float64(monkeypatch, lengths):
+    """The Hopper pass (prefill_pass_hopper) on its own, against the float64 reference: every
+    output and state written (poisoned before), within the contest's tolerance and close."""
+    monkeypatch.setattr(sub, "WALK_MAX_TOKENS", -1)
+    monkeypatch.setattr(sub, "WALK_MAX_MEAN_LENGTH", -1)
+    monkeypatch.setattr(sub, "HOPPER_PASS_MIN_BLOCKS", 1)
+    monkeypatch.setattr(sub, "HOPPER_PASS_MIN_PIECES", 1)
+    assert sub._plan(sum(lengths), len(lengths), sub.arch_key(torch.device(DEVICE))).hopper_pass is not None
+    _check_against_float64(lengths, SEED + 12, 0.5)
 
 
 # Calls as measured on an H200 (docs/perf.md item 23) -> whether the walks take the sequences

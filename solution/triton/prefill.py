@@ -29,6 +29,8 @@ Two paths, chosen in _plan from T and N only:
      those and v; without spans that is the fused path, the whole sequence per program. The
      rule for spans (sequences of SPAN_MIN_TOKENS or more on average) is v2's, kept: the fused
      path takes every call of the contest's many-sequence shapes (tests/test_prefill_stages.py).
+     On Hopper the fused path of calls of several sequences and blocks is prefill_pass_hopper
+     instead (Gluon: TMA a block ahead, the state as wgmma's register operand; HOPPER_PASS_*).
 
 Precision. Every product on the tensor cores takes float16 operands and accumulates in
 float32; the state stays in float32 registers and is rounded to float16 only as an operand.
@@ -56,6 +58,7 @@ import triton.language as tl
 
 from .prefill_maps import span_fixup_kernel, span_summary_kernel
 from .prefill_pass import span_pass_kernel
+from .prefill_pass_hopper import hopper_pass_kernel, tile_descriptors
 from .prefill_prep import GATE_ROWS, chunk_prep_kernel
 from .prefill_spans import SpanSettings, span_plan
 from .prefill_walk import token_walk_kernel
@@ -99,8 +102,8 @@ class Launch(NamedTuple):
 
 class PiecesRow(NamedTuple):
     """A row of a table keyed by a call's (sequence, span) pieces (PASS_TABLE, SUMMARY_TABLE,
-    FIXUP_TABLE): calls of up to max_pieces pieces (None: any number, the last row) run that
-    table's kernel with `launch`."""
+    FIXUP_TABLE, HOPPER_PASS_TABLE): calls of up to max_pieces pieces (None: any number, the
+    last row) run that table's kernel with `launch`."""
     max_pieces: int | None
     launch: Launch
 
@@ -176,6 +179,25 @@ SUMMARY_TABLE = {
         PiecesRow(max_pieces=None, launch=Launch(block_v=128, warps=4, stages=1)),
     ),
 }
+# Calls without spans on Hopper: the fused pass in Gluon (prefill_pass_hopper: TMA loads a block
+# ahead, wgmma with the state as the register operand) instead of PASS_TABLE's 64-column launch,
+# from HOPPER_PASS_MIN_PIECES pieces and HOPPER_PASS_MIN_BLOCKS blocks (rows as PASS_TABLE's; no
+# row: the span pass).
+# BV is its wgmma rows (BV / 16 warps); two stages of 56 KB keep two programs per
+# multiprocessor. On an H200 (docs/perf.md item 26), span / graph us: 16 x 512 89.5 / 86.9 ->
+# 68.4 / 66.9, 57 / 8192 118.8 / 116.4 -> 92.4 / 90.3, the kit's N = 22 100.3 / 97.9 -> 74.3 /
+# 73.1, 40 x 70 60.8 / 59.1 -> 52.5 / 47.5; 128 columns (8 warps, one program per
+# multiprocessor) and three stages were slower. Its launch encodes five TMA descriptors on the
+# host between the prep and the pass (~10 us): a short prep does not hide it, so short calls keep
+# the span pass (4 x 75: span 21.4 -> 33.5, 4 x 256: 29.2 -> 30.4, though less GPU work), as do
+# one or two sequences (few programs: 1 x 1024 slower by span) and pooled calls (POOLED).
+HOPPER_PASS_MIN_PIECES = 3
+HOPPER_PASS_MIN_BLOCKS = 33
+HOPPER_PASS_TABLE = {  # Hopper only: Gluon's wgmma (no entry: the span pass)
+    "sm90": (
+        PiecesRow(max_pieces=None, launch=Launch(block_v=64, warps=4, stages=2)),
+    ),
+}
 FIXUP_TABLE = {
     "sm90": (
         PiecesRow(max_pieces=None, launch=Launch(block_v=16, warps=4, stages=3)),
@@ -227,9 +249,10 @@ WALK_TABLE = {
 
 def _table(name, arch):
     """The rows of launch table `name` (PASS_TABLE, ...) for architecture `arch` (shared.arch_key),
-    as the module holds them now (a tuner may have replaced them). The one place a table is read
+    as the module holds them now (a tuner may have replaced them); none where the table has no
+    entry for `arch` (HOPPER_PASS_TABLE off Hopper). The one place a table is read
     for a plan (_settings reads them too, for the cache of plans)."""
-    return globals()[name][arch]
+    return globals()[name].get(arch, ())
 
 
 # --- Host side: checks, scale, the plan, scratch, launches -------------------------------------
@@ -248,7 +271,9 @@ _EXTRAS = ("read_indices", "write_indices", "scale_ptr", "pool_size", "scale")
 _CONSTANTS = ("T", "N", "J", "S", "none")
 # The chunked path's scratch (_scratch_layout).
 _SCRATCH = ("tb", "m", "k16", "q16", "gates", "flag", "order", "span_n", "span_p", "enter")
-_VALUES = _ARG_NAMES + _EXTRAS + _CONSTANTS + _SCRATCH
+# The Hopper pass's TMA descriptors of its tiles (prefill_pass_hopper.tile_descriptors).
+_DESCRIPTORS = ("k16_desc", "q16_desc", "tb_desc", "m_desc", "v_desc")
+_VALUES = _ARG_NAMES + _EXTRAS + _CONSTANTS + _SCRATCH + _DESCRIPTORS
 _POOL_ROW = torch.Size((NUM_V_HEADS, HEAD_SIZE, HEAD_SIZE))  # a pool slot's shape
 _INDEX_DTYPES = (torch.int32, torch.int64)
 _SEQ_BLOCK = 64  # sequence ends compared per step when locating a token's sequence
@@ -259,7 +284,8 @@ class Plan(NamedTuple):
     """How a call of T tokens in N sequences runs (_plan). walk: the token walk's launch, or
     None for the chunked path; then the prep's PrepRow, spans of at least span_blocks blocks, at
     most `spans` per sequence (1: no spans), and the launches of the span pass, the summary and
-    the fix-up (None where the call walks); whether the walks take the sequences longest first."""
+    the fix-up (None where the call walks); whether the walks take the sequences longest first;
+    the Hopper pass's launch where it replaces the span pass (HOPPER_PASS_TABLE), else None."""
     walk: WalkLaunch | None
     prep: PrepRow | None
     span_blocks: int
@@ -268,12 +294,13 @@ class Plan(NamedTuple):
     summary: Launch | None
     fixup: Launch | None
     ordered: bool
+    hopper_pass: Launch | None = None
 
 
-def _plan(total, num_seqs, arch):
-    """The Plan for T tokens in N sequences on architecture `arch` (shared.arch_key): the path
-    and every launch, from the shapes only (the tables and settings at the top of this file).
-    The one place a path or a launch is chosen."""
+def _plan(total, num_seqs, arch, pooled=False):
+    """The Plan for T tokens in N sequences on architecture `arch` (shared.arch_key), pooled
+    (pooled_prefill) or not: the path and every launch, from the shapes only (the tables and
+    settings at the top of this file). The one place a path or a launch is chosen."""
     if _walks(total, num_seqs):
         return Plan(_walk_launch(total, num_seqs, _table("WALK_TABLE", arch)), None, 1, 1, None, None, None, False)
     span_blocks, spans = _span_plan(total, num_seqs)
@@ -284,7 +311,10 @@ def _plan(total, num_seqs, arch):
                                    for name in ("PASS_TABLE", "SUMMARY_TABLE", "FIXUP_TABLE"))
     pass_programs = pieces * NUM_V_HEADS * (HEAD_SIZE // pass_launch.block_v)
     ordered = num_seqs > 1 and blocks >= ORDER_MIN_BLOCKS and pass_programs >= ORDER_MIN_PROGRAMS
-    return Plan(None, prep, span_blocks, spans, pass_launch, summary, fixup, ordered)
+    hopper_rows = _table("HOPPER_PASS_TABLE", arch)
+    hopper = (_launch_for(hopper_rows, pieces) if hopper_rows and spans == 1 and not pooled
+              and pieces >= HOPPER_PASS_MIN_PIECES and blocks >= HOPPER_PASS_MIN_BLOCKS else None)
+    return Plan(None, prep, span_blocks, spans, pass_launch, summary, fixup, ordered, hopper)
 
 
 def _walks(total, num_seqs):
@@ -319,8 +349,9 @@ def _settings(arch):
     these are what it was planned with (_call_plan). Read directly, each table once: this runs
     on every call."""
     return (CHUNK, WALK_MAX_TOKENS, WALK_MAX_MEAN_LENGTH, SPAN_MIN_TOKENS, SPAN_MIN_BLOCKS, SPAN_MAX, SPAN_PIECES,
-            ORDER_MIN_BLOCKS, ORDER_MIN_PROGRAMS,
-            WALK_TABLE[arch], PREP_TABLE[arch], PASS_TABLE[arch], SUMMARY_TABLE[arch], FIXUP_TABLE[arch])
+            ORDER_MIN_BLOCKS, ORDER_MIN_PROGRAMS, HOPPER_PASS_MIN_PIECES, HOPPER_PASS_MIN_BLOCKS,
+            WALK_TABLE[arch], PREP_TABLE[arch], PASS_TABLE[arch], SUMMARY_TABLE[arch], FIXUP_TABLE[arch],
+            HOPPER_PASS_TABLE.get(arch))
 
 
 def _sizes(q, cu_seqlens):
@@ -346,6 +377,7 @@ def _resolve_scale(scale, device):
 _launch_prep = Launcher(chunk_prep_kernel)
 _launch_summary = Launcher(span_summary_kernel)
 _launch_fixup = Launcher(span_fixup_kernel)
+_launch_hopper_pass = Launcher(hopper_pass_kernel)
 _launch_pass = Launcher(span_pass_kernel)
 _launch_walk = Launcher(token_walk_kernel)
 
@@ -457,7 +489,7 @@ def _call_plan(total, num_seqs, arch, has_state, pooled, scale_from_ptr):
 
 def _new_call_plan(total, num_seqs, arch, has_state, pooled, scale_from_ptr):
     """_call_plan's CallPlan, planned."""
-    plan = _plan(total, num_seqs, arch)
+    plan = _plan(total, num_seqs, arch, pooled)
     constants = (total, num_seqs, plan.spans, plan.span_blocks, None)
     inputs = dict(q_ptr="q", k_ptr="k", A_log_ptr="A_log", a_ptr="a", dt_bias_ptr="dt_bias", b_ptr="b",
                   cu_ptr="cu_seqlens")
@@ -500,6 +532,16 @@ def _new_call_plan(total, num_seqs, arch, has_state, pooled, scale_from_ptr):
             dict(cu_ptr="cu_seqlens", span_n_ptr="span_n", span_p_ptr="span_p", enter_ptr="enter", T="T", J="J",
                  S="S"),
             dict(SINGLE=num_seqs == 1, **heads, C=CHUNK, BV=fixup.block_v, STAGES=fixup.stages), fixup.warps))
+    hopper = plan.hopper_pass
+    if hopper is not None:
+        steps.append(_step(
+            _launch_hopper_pass, (num_seqs * NUM_V_HEADS * (HEAD_SIZE // hopper.block_v), 1, 1),
+            dict(k_desc="k16_desc", q_desc="q16_desc", tb_desc="tb_desc", m_desc="m_desc", v_desc="v_desc",
+                 gate_ptr="gates", cu_ptr="cu_seqlens", order_ptr="order", flag_ptr="flag", state_ptr="state",
+                 out_ptr="output", new_state_ptr="new_state", T="T"),
+            dict(SINGLE=num_seqs == 1, ORDERED=plan.ordered, HAS_STATE=has_state, HQ=NUM_Q_HEADS, **heads, C=CHUNK,
+                 BV=hopper.block_v, STAGES=hopper.stages), hopper.warps))
+        return CallPlan(plan, tuple(steps), slots, scratch_bytes, constants)
     span_pass = plan.pass_launch
     steps.append(_step(
         _launch_pass, (num_seqs * plan.spans * NUM_V_HEADS * (HEAD_SIZE // span_pass.block_v), 1, 1),
@@ -630,11 +672,12 @@ def _launch_call(call, tensors, pointers, extras, scale_tensor, device):
         base = buffer.data_ptr()
     indices = 0 if read_indices is None else pointers[_READ] | pointers[_READ + 1]
     aligned = not functools.reduce(operator.or_, pointers[:_READ], scale_address | base | indices) & 15
+    descriptors = _descriptors(call, buffer, tensors[2])
     values = (*pointers, scale_address, pool_size, scale_float, *call.constants,
-              *[base + slot.offset for slot in call.slots])
+              *[base + slot.offset for slot in call.slots], *descriptors)
     objects = (*tensors, read_indices, write_indices, scale_ptr, pool_size, scale_float, *call.constants)
     specialization = (getattr(read_indices, "dtype", None), scale_ptr.dtype)
-    launches = [step.launcher.prepare(step.grid, functools.partial(_tensor_arguments, objects, buffer, call.slots,
+    launches = [step.launcher.prepare(step.grid, functools.partial(_tensor_arguments, objects, buffer, call.slots, descriptors,
                                                                    step.sources),
                                       step.constexprs, step.warps, device.index, (step.take(values), aligned),
                                       specialization, step.options)
@@ -643,10 +686,23 @@ def _launch_call(call, tensors, pointers, extras, scale_tensor, device):
         launch()
 
 
-def _tensor_arguments(objects, buffer, slots, sources):
+def _tensor_arguments(objects, buffer, slots, descriptors, sources):
     """A Step's arguments as tensors, for a launch through Triton: `objects` (_VALUES' up to
-    the scratch) and the scratch's views of `buffer`, in the order of `sources`."""
+    the scratch), the scratch's views of `buffer` and the `descriptors` (_DESCRIPTORS'), in
+    the order of `sources`."""
     values = dict(zip(_VALUES, objects))
     if buffer is not None:
         values.update(_scratch_views(buffer, slots))
+    values.update(zip(_DESCRIPTORS, descriptors))
     return [values[source] for source in sources]
+
+
+def _descriptors(call, buffer, v):
+    """_DESCRIPTORS' values for a call: the TMA descriptors of its scratch and of v where it
+    runs the Hopper pass, else None each (made before the first launch: the prep writes the
+    tiles they describe)."""
+    hopper = call.plan.hopper_pass
+    if hopper is None:
+        return (None,) * len(_DESCRIPTORS)
+    return tile_descriptors(_scratch_views(buffer, call.slots), v, call.constants[0], hopper.block_v, NUM_Q_HEADS,
+                            NUM_V_HEADS, HEAD_SIZE, CHUNK)
