@@ -58,11 +58,11 @@ def hopper_pass_kernel(k_desc, q_desc, tb_desc, m_desc, v_desc, gate_ptr, cu_ptr
                         out_ptr, new_state_ptr, T,
                         SINGLE: gl.constexpr, ORDERED: gl.constexpr, HAS_STATE: gl.constexpr, HQ: gl.constexpr,
                         HV: gl.constexpr, D: gl.constexpr, C: gl.constexpr, BV: gl.constexpr, STAGES: gl.constexpr):
-    """One (sequence, value head, BV columns of V), launched with 4 or 8 warps (at most BV / 16:
-    wgmma's warps take 16 rows each, a warpgroup 64):
-    its outputs and new_state from its state (zero without one, or for an empty sequence) by the
-    module's block step. The prep's flag (NaN for a malformed cu_seqlens) is added to the
-    state, so every output and new_state written is NaN then (see prefill_carry)."""
+    """One (sequence, value head, BV columns of V): its outputs and new_state from its state
+    (zero without one, or for an empty sequence) by the module's block step, with 4 or 8 warps
+    (at most BV / 16: wgmma's warps take 16 rows each). The prep's flag (NaN for a malformed
+    cu_seqlens) is added to the state, so every output and new_state written is NaN then (see
+    prefill_carry)."""
     WARPS: gl.constexpr = gl.num_warps()
     NV: gl.constexpr = D // BV
     pid = gl.program_id(0)
