@@ -279,6 +279,33 @@ def test_the_hopper_pass_replaces_the_span_pass_where_hopper_runs_without_spans(
     assert sub._plan(total, count, "interpreter").hopper_pass is None
 
 
+def test_the_hopper_pass_s_descriptors_describe_the_prep_s_tiles():
+    """The TMA descriptors a Hopper call makes before its first launch (prefill._descriptors):
+    over the scratch slots the prep writes (k16, q16 [blocks HQ C, D] in [C, D] tiles; Tb, M
+    [blocks HV C, C] in [C, C] tiles) and over v [T, HV D] in [C, BV] tiles, each with the
+    swizzle Gluon picks for its tile; None for a call without the Hopper pass."""
+    gl = pytest.importorskip("triton.experimental.gluon.language")
+    total, count = 8192, 16
+    call = sub._new_call_plan(total, count, "sm90", True, False, False)
+    bv = call.plan.hopper_pass.block_v
+    buffer = torch.empty(call.scratch_bytes, dtype=torch.uint8)
+    v = torch.empty(total, HV, D, dtype=torch.bfloat16)
+    at = {slot.name: buffer.data_ptr() + slot.offset for slot in call.slots}
+    blocks = total // C
+    want = {"k16": ([blocks * HQ * C, D], [C, D]), "q16": ([blocks * HQ * C, D], [C, D]),
+            "tb": ([blocks * HV * C, C], [C, C]), "m": ([blocks * HV * C, C], [C, C])}
+    descriptors = sub._descriptors(call, buffer, v)
+    for (name, (shape, block)), desc in zip(want.items(), descriptors):
+        assert desc.base.data_ptr() == at[name] and desc.base.dtype == torch.float16, name
+        assert list(desc.shape) == shape and list(desc.block_shape) == block and list(desc.strides) == [shape[1], 1]
+        assert desc.layout == gl.NVMMASharedLayout.get_default_for(block, gl.float16), name
+    v_desc = descriptors[-1]
+    assert v_desc.base.data_ptr() == v.data_ptr() and list(v_desc.shape) == [total, HV * D]
+    assert list(v_desc.block_shape) == [C, bv] and v_desc.layout == gl.NVMMASharedLayout.get_default_for([C, bv],
+                                                                                                      gl.bfloat16)
+    assert sub._descriptors(sub._new_call_plan(total, count, "sm100", True, False, False), buffer, v) == (None,) * 5
+
+
 @pytest.mark.skipif(DEVICE == "cpu" or torch.cuda.get_device_capability()[0] != 9,
                     reason="the Hopper pass is Gluon for sm_90 (no interpreter)")
 @pytest.mark.parametrize("lengths", ([70, 0, 135, 64], [512] * 16, [100, 0, 900, 64, 3000], [64, 0, 0], [1024]),

@@ -58,7 +58,7 @@ import triton.language as tl
 
 from .prefill_maps import span_fixup_kernel, span_summary_kernel
 from .prefill_pass import span_pass_kernel
-from .prefill_pass_hopper import hopper_pass_kernel, tile_descriptors
+from .prefill_pass_hopper import TILE_SCRATCH, hopper_pass_kernel, tile_descriptors
 from .prefill_prep import GATE_ROWS, chunk_prep_kernel
 from .prefill_spans import SpanSettings, span_plan
 from .prefill_walk import token_walk_kernel
@@ -704,5 +704,5 @@ def _descriptors(call, buffer, v):
     hopper = call.plan.hopper_pass
     if hopper is None:
         return (None,) * len(_DESCRIPTORS)
-    return tile_descriptors(_scratch_views(buffer, call.slots), v, call.constants[0], hopper.block_v, NUM_Q_HEADS,
-                            NUM_V_HEADS, HEAD_SIZE, CHUNK)
+    views = _scratch_views(buffer, [slot for slot in call.slots if slot.name in TILE_SCRATCH])
+    return tile_descriptors(views, v, call.constants[0], hopper.block_v, NUM_Q_HEADS, NUM_V_HEADS, HEAD_SIZE, CHUNK)

@@ -23,6 +23,8 @@ this for sm_90 only; prefill.py takes it where HOPPER_PASS_TABLE names a launch 
 item 26 has its measurements).
 """
 
+import functools
+
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
@@ -36,21 +38,31 @@ tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
 warps_barrier = getattr(gl, "barrier", None) or gl.thread_barrier
 
 
+TILE_SCRATCH = ("k16", "q16", "tb", "m")  # the prep's scratch tensors the pass reads by TMA
+
+
 def tile_descriptors(views, v, total, block_v, hq, hv, d, c):
-    """The TMA descriptors of the pass's tiles over a call's scratch `views` (k16, q16, tb, m by
-    name, as prefill._scratch_views gives them) and v [T, HV, D]: k16 and q16 as [blocks HQ C, D]
-    in [C, D] tiles, Tb and M as [blocks HV C, C] in [C, C] tiles, v as [T, HV D] in [C, BV] tiles
-    (rows past T read as zero)."""
+    """The TMA descriptors of the pass's tiles over a call's scratch `views` (TILE_SCRATCH's
+    tensors by name, as prefill._scratch_views gives them) and v [T, HV, D]: k16 and q16 as
+    [blocks HQ C, D] in [C, D] tiles, Tb and M as [blocks HV C, C] in [C, C] tiles, v as
+    [T, HV D] in [C, BV] tiles (rows past T read as zero). Made on the host for every call, before
+    its first launch (the shared-memory layouts once per shape)."""
     blocks = views["k16"].numel() // (hq * c * d)
-    f16 = gl.float16
-    row_tile = gl.NVMMASharedLayout.get_default_for([c, d], f16)
-    square = gl.NVMMASharedLayout.get_default_for([c, c], f16)
+    row_tile, square, v_tile = _tile_layouts(block_v, d, c)
     return (TensorDescriptor(views["k16"], [blocks * hq * c, d], [d, 1], [c, d], row_tile),
             TensorDescriptor(views["q16"], [blocks * hq * c, d], [d, 1], [c, d], row_tile),
             TensorDescriptor(views["tb"], [blocks * hv * c, c], [c, 1], [c, c], square),
             TensorDescriptor(views["m"], [blocks * hv * c, c], [c, 1], [c, c], square),
-            TensorDescriptor(v, [total, hv * d], [hv * d, 1], [c, block_v],
-                             gl.NVMMASharedLayout.get_default_for([c, block_v], gl.bfloat16)))
+            TensorDescriptor(v, [total, hv * d], [hv * d, 1], [c, block_v], v_tile))
+
+
+@functools.lru_cache(maxsize=8)
+def _tile_layouts(block_v, d, c):
+    """The tiles' shared-memory layouts (NVMMA swizzles for TMA and wgmma): [C, D] and [C, C]
+    float16, [C, BV] bfloat16 (Gluon takes ~10 us to make each)."""
+    return (gl.NVMMASharedLayout.get_default_for([c, d], gl.float16),
+            gl.NVMMASharedLayout.get_default_for([c, c], gl.float16),
+            gl.NVMMASharedLayout.get_default_for([c, block_v], gl.bfloat16))
 
 
 @gluon.jit(do_not_specialize=["T"])
