@@ -182,9 +182,8 @@ SUMMARY_TABLE = {
 # Calls without spans on Hopper: the fused pass in Gluon (prefill_pass_hopper: TMA loads a block
 # ahead, wgmma with the state as the register operand) instead of PASS_TABLE's 64-column launch,
 # from HOPPER_PASS_MIN_PIECES pieces and HOPPER_PASS_MIN_BLOCKS blocks (rows as PASS_TABLE's; no
-# row: the span pass).
-# BV is its wgmma rows (BV / 16 warps); two stages of 56 KB keep two programs per
-# multiprocessor. On an H200 (docs/perf.md item 26), span / graph us: 16 x 512 89.5 / 86.9 ->
+# row: the span pass). 64 columns and 4 warps (one warpgroup: wgmma's 64 rows) with two stages
+# of 56 KB keep two programs per multiprocessor. On an H200 (docs/perf.md item 26), span / graph us: 16 x 512 89.5 / 86.9 ->
 # 68.4 / 66.9, 57 / 8192 118.8 / 116.4 -> 92.4 / 90.3, the kit's N = 22 100.3 / 97.9 -> 74.3 /
 # 73.1, 40 x 70 60.8 / 59.1 -> 52.5 / 47.5; 128 columns (8 warps, one program per
 # multiprocessor) and three stages were slower. Its launch encodes five TMA descriptors on the
