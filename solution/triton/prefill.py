@@ -540,12 +540,12 @@ def _new_call_plan(total, num_seqs, arch, has_state, pooled, scale_from_ptr):
                  out_ptr="output", new_state_ptr="new_state", T="T"),
             dict(SINGLE=num_seqs == 1, ORDERED=plan.ordered, HAS_STATE=has_state, HQ=NUM_Q_HEADS, **heads, C=CHUNK,
                  BV=hopper.block_v, STAGES=hopper.stages), hopper.warps))
-        return CallPlan(plan, tuple(steps), slots, scratch_bytes, constants)
-    span_pass = plan.pass_launch
-    steps.append(_step(
-        _launch_pass, (num_seqs * plan.spans * NUM_V_HEADS * (HEAD_SIZE // span_pass.block_v), 1, 1),
-        dict(carried, q16_ptr="q16", m_ptr="m", enter_ptr="enter", out_ptr="output", new_state_ptr="new_state"),
-        dict(carry, BV=span_pass.block_v, STAGES=span_pass.stages), span_pass.warps))
+    else:
+        span_pass = plan.pass_launch
+        steps.append(_step(
+            _launch_pass, (num_seqs * plan.spans * NUM_V_HEADS * (HEAD_SIZE // span_pass.block_v), 1, 1),
+            dict(carried, q16_ptr="q16", m_ptr="m", enter_ptr="enter", out_ptr="output", new_state_ptr="new_state"),
+            dict(carry, BV=span_pass.block_v, STAGES=span_pass.stages), span_pass.warps))
     return CallPlan(plan, tuple(steps), slots, scratch_bytes, constants)
 
 
