@@ -28,11 +28,14 @@ STATE_TOL = 3e-3
 ARGS = ("q", "k", "v", "A_log", "a", "dt_bias", "b", "cu_seqlens")
 
 
-def _force_chunked(monkeypatch, span_blocks=None):
+def _force_chunked(monkeypatch, span_blocks=None, hopper=False):
     """The chunked kernels on calls of any length (no token walk); with span_blocks, spans of
-    that many blocks (or more) too."""
+    that many blocks (or more) too; hopper: the Hopper pass on every call of them (sm_90 only)."""
     monkeypatch.setattr(sub, "WALK_MAX_TOKENS", -1)
     monkeypatch.setattr(sub, "WALK_MAX_MEAN_LENGTH", -1)
+    if hopper:
+        monkeypatch.setattr(sub, "HOPPER_PASS_MIN_BLOCKS", 1)
+        monkeypatch.setattr(sub, "HOPPER_PASS_MIN_PIECES", 1)
     if span_blocks is not None:
         for name, value in (("SPAN_MIN_BLOCKS", span_blocks), ("SPAN_MIN_TOKENS", 1), ("SPAN_MAX", 1 << 10),
                             ("SPAN_PIECES", 1 << 10)):
@@ -103,17 +106,25 @@ def test_every_index_convention_token_walk(index_dtype):
     _call([3, 5, 2, 4, 1, 2, 3, 0, 0], KINDS_READS, KINDS_WRITES, POOL_SIZE, SEED, index_dtype)
 
 
-def test_every_index_convention_chunked(monkeypatch):
+ON_HOPPER = DEVICE != "cpu" and torch.cuda.get_device_capability()[0] == 9
+# The chunked pass as the architecture takes it, and on Hopper the Gluon pass on every call too.
+PASSES = ("pass", pytest.param("hopper pass", marks=pytest.mark.skipif(
+    not ON_HOPPER, reason="the Hopper pass is Gluon for sm_90 (no interpreter)")))
+
+
+@pytest.mark.parametrize("kind", PASSES)
+def test_every_index_convention_chunked(monkeypatch, kind):
     """The same on the chunked path, sequences across the 64-token blocks."""
-    _force_chunked(monkeypatch)
+    _force_chunked(monkeypatch, hopper=kind == "hopper pass")
     _call([70, 9, 20, 5, 40, 3, 6, 0, 0], KINDS_READS, KINDS_WRITES, POOL_SIZE, SEED + 1, torch.int64)
 
 
-def test_spans_in_place(monkeypatch):
+@pytest.mark.parametrize("kind", PASSES)
+def test_spans_in_place(monkeypatch, kind):
     """Sequences of several spans updated in place (the pass's last span rewrites the slot its
     first span starts from: it reads the summary's copy), one moving to another slot, padding
     and a read past the pool between them."""
-    _force_chunked(monkeypatch, span_blocks=1)
+    _force_chunked(monkeypatch, span_blocks=1, hopper=kind == "hopper pass")
     assert sub._span_plan(630, 5)[1] > 1
     _call([150, 150, 150, 150, 30], [3, -1, 0, 7, 5], [3, 2, 4, 1, 5], 7, SEED + 2)
 
@@ -128,13 +139,16 @@ def test_in_place_by_default_on_a_random_subset(path, monkeypatch):
     _call(lengths, reads, reads, 9, SEED + 3, in_place_default=True)
 
 
+@pytest.mark.parametrize("kind", PASSES)
 @pytest.mark.parametrize("path", ("token walk", "chunked", "spans"))
-def test_same_numbers_as_the_contest_kernel(path, monkeypatch):
+def test_same_numbers_as_the_contest_kernel(path, kind, monkeypatch):
     """Pool slots in any order give what kernel() gives on those states gathered (but for
     empty sequences, whose state kernel() zeroes): bit for bit, except the token walk on a GPU,
     whose compiled code differs with the pooled loads (there: within float32 rounding)."""
     if path != "token walk":
-        _force_chunked(monkeypatch, 1 if path == "spans" else None)
+        _force_chunked(monkeypatch, 1 if path == "spans" else None, kind == "hopper pass")
+    elif kind == "hopper pass":
+        pytest.skip("the token walk has no pass")
     lengths = [5, 9] if path == "token walk" else [130, 40]
     gen = torch.Generator().manual_seed(SEED + 4)
     inputs = {n: t.to(DEVICE) for n, t in model_like_inputs(lengths, gen, "cpu").items() if n in ARGS}

@@ -265,16 +265,19 @@ def test_the_rule_picks_the_measured_path(name):
 
 
 @pytest.mark.parametrize("name", MEASURED_PATHS)
-def test_the_hopper_pass_replaces_the_span_pass_where_hopper_runs_without_spans(name):
-    """The fused path on Hopper is the Gluon pass (HOPPER_PASS_TABLE, measured faster on an H200:
-    docs/perf.md item 26): chunked calls without spans of more than two sequences and at least
-    HOPPER_PASS_MIN_BLOCKS blocks on sm90, unless pooled; never with spans, for one or two
-    sequences, for short calls, on sm100 or in the interpreter."""
+def test_the_hopper_kernels_replace_the_span_pass_and_summary_where_hopper_runs(name):
+    """The state pass on Hopper is the Gluon pass (HOPPER_PASS_TABLE, measured faster on an H200:
+    docs/perf.md items 26-27): chunked calls of at least HOPPER_PASS_MIN_PIECES (sequence, span)
+    pieces and HOPPER_PASS_MIN_BLOCKS blocks on sm90, pooled or not, with spans or without;
+    never for one or two sequences without spans, for short calls, on sm100 or in the
+    interpreter. With spans the summary runs in Gluon with it (HOPPER_SUMMARY)."""
     lengths, path = MEASURED_PATHS[name]
     total, count = sum(lengths), len(lengths)
-    hopper = sub._plan(total, count, "sm90").hopper_pass
-    assert (hopper is not None) == (path == "fused" and count > 2 and total > 32 * C), name
-    assert sub._plan(total, count, "sm90", pooled=True).hopper_pass is None
+    plan = sub._plan(total, count, "sm90")
+    want = path != "walk" and count * plan.spans > 2 and total > 32 * C
+    assert (plan.hopper_pass is not None) == want, name
+    assert plan.hopper_summary == (want and path == "spans"), name
+    assert (sub._plan(total, count, "sm90", pooled=True).hopper_pass is not None) == want, name
     assert sub._plan(total, count, "sm100").hopper_pass is None
     assert sub._plan(total, count, "interpreter").hopper_pass is None
 
@@ -308,8 +311,10 @@ def test_the_hopper_pass_s_descriptors_describe_the_prep_s_tiles():
 
 @pytest.mark.skipif(DEVICE == "cpu" or torch.cuda.get_device_capability()[0] != 9,
                     reason="the Hopper pass is Gluon for sm_90 (no interpreter)")
-@pytest.mark.parametrize("lengths", ([70, 0, 135, 64], [512] * 16, [100, 0, 900, 64, 3000], [64, 0, 0], [1024]),
-                         ids=("straddling", "16x512", "mixed", "empty at T", "one"))
+@pytest.mark.parametrize("lengths", ([70, 0, 135, 64], [512] * 16, [100, 0, 900, 64, 3000], [64, 0, 0], [1024],
+                                     [4096], [1, 8191], [300, 0, 5000, 3000]),
+                         ids=("straddling", "16x512", "mixed", "empty at T", "one", "spans", "spans 1+8191",
+                              "spans mixed"))
 def test_the_hopper_pass_matches_float64(monkeypatch, lengths):
     """The Hopper pass (prefill_pass_hopper) on its own, against the float64 reference: every
     output and state written (poisoned before), within the contest's tolerance and close."""

@@ -29,8 +29,9 @@ Two paths, chosen in _plan from T and N only:
      those and v; without spans that is the fused path, the whole sequence per program. The
      rule for spans (sequences of SPAN_MIN_TOKENS or more on average) is v2's, kept: the fused
      path takes every call of the contest's many-sequence shapes (tests/test_prefill_stages.py).
-     On Hopper the fused path of calls of several sequences and blocks is prefill_pass_hopper
-     instead (Gluon: TMA a block ahead, the state as wgmma's register operand; HOPPER_PASS_*).
+     On Hopper the summary and the pass of calls of several (sequence, span) pieces and blocks
+     are prefill_pass_hopper's instead (Gluon: TMA a block ahead, the state as wgmma's register
+     operand; HOPPER_PASS_*, HOPPER_SUMMARY).
 
 Precision. Every product on the tensor cores takes float16 operands and accumulates in
 float32; the state stays in float32 registers and is rounded to float16 only as an operand.
@@ -58,7 +59,7 @@ import triton.language as tl
 
 from .prefill_maps import span_fixup_kernel, span_summary_kernel
 from .prefill_pass import span_pass_kernel
-from .prefill_pass_hopper import TILE_SCRATCH, hopper_pass_kernel, tile_descriptors
+from .prefill_pass_hopper import TILE_SCRATCH, hopper_pass_kernel, hopper_summary_kernel, tile_descriptors
 from .prefill_prep import GATE_ROWS, chunk_prep_kernel
 from .prefill_spans import SpanSettings, span_plan
 from .prefill_walk import token_walk_kernel
@@ -179,17 +180,20 @@ SUMMARY_TABLE = {
         PiecesRow(max_pieces=None, launch=Launch(block_v=128, warps=4, stages=1)),
     ),
 }
-# Calls without spans on Hopper: the fused pass in Gluon (prefill_pass_hopper: TMA loads a block
-# ahead, wgmma with the state as the register operand) instead of PASS_TABLE's 64-column launch,
-# from HOPPER_PASS_MIN_PIECES pieces and HOPPER_PASS_MIN_BLOCKS blocks (rows as PASS_TABLE's; no
-# row: the span pass). 64 columns and 4 warps (one warpgroup: wgmma's 64 rows) with two stages
-# of 56 KB keep two programs per multiprocessor. On an H200 (docs/perf.md item 26), span / graph us: 16 x 512 89.5 / 86.9 ->
-# 68.4 / 66.9, 57 / 8192 118.8 / 116.4 -> 92.4 / 90.3, the kit's N = 22 100.3 / 97.9 -> 74.3 /
-# 73.1, 40 x 70 60.8 / 59.1 -> 52.5 / 47.5; 128 columns (8 warps, one program per
-# multiprocessor) and three stages were slower. Its launch encodes five TMA descriptors on the
-# host between the prep and the pass (~10 us): a short prep does not hide it, so short calls keep
-# the span pass (4 x 75: span 21.4 -> 33.5, 4 x 256: 29.2 -> 30.4, though less GPU work), as do
-# one or two sequences (few programs: 1 x 1024 slower by span) and pooled calls (POOLED).
+# On Hopper: the state pass in Gluon (prefill_pass_hopper: TMA loads a block ahead, wgmma with the
+# state as the register operand) instead of PASS_TABLE's launch, for calls of at least
+# HOPPER_PASS_MIN_PIECES (sequence, span) pieces and HOPPER_PASS_MIN_BLOCKS blocks, pooled or not
+# (rows as PASS_TABLE's; no row: the span pass); with spans its summary too (HOPPER_SUMMARY).
+# 64 columns and 4 warps (one warpgroup: wgmma's 64 rows) with two stages of 56 KB keep two
+# programs per multiprocessor. On an H200 (docs/perf.md items 26-27), graph us: 16 x 512 86.9 ->
+# 66.9, 57 / 8192 116.4 -> 90.3, 40 x 70 59.1 -> 47.5 (item 26); with spans, the pass and the
+# summary: 1 x 8192 136.0 -> 103.0, 1 x 16384 234.7 -> 166.9, 1 x 4096 86.5 -> 70.2, [1, 8191]
+# 145.8 -> 111.3 (item 27); 128 columns (8 warps, one program per multiprocessor) and three
+# stages were slower, as was the summary capped at 168 registers (three programs per
+# multiprocessor, 272 bytes spilled). Each launch encodes its TMA descriptors on the host
+# (~5-10 us): where only a short prep runs before the pass it shows in the span, so short calls
+# of one or two sequences without spans keep the span pass (4 x 75: span 21.4 -> 33.5, 4 x 256:
+# 29.2 -> 30.4, though less GPU work; 1 x 1024 slower by span).
 HOPPER_PASS_MIN_PIECES = 3
 HOPPER_PASS_MIN_BLOCKS = 33
 HOPPER_PASS_TABLE = {  # Hopper only: Gluon's wgmma (no entry: the span pass)
@@ -197,6 +201,10 @@ HOPPER_PASS_TABLE = {  # Hopper only: Gluon's wgmma (no entry: the span pass)
         PiecesRow(max_pieces=None, launch=Launch(block_v=64, warps=4, stages=2)),
     ),
 }
+# With spans, where the Hopper pass runs, the span summary runs in Gluon too, with its launch
+# (prefill_pass_hopper.hopper_summary_kernel), instead of SUMMARY_TABLE's: 42.6 -> 30.0 us at
+# 1 x 8192 on an H200 (docs/perf.md item 27).
+HOPPER_SUMMARY = True
 FIXUP_TABLE = {
     "sm90": (
         PiecesRow(max_pieces=None, launch=Launch(block_v=16, warps=4, stages=3)),
@@ -284,7 +292,8 @@ class Plan(NamedTuple):
     None for the chunked path; then the prep's PrepRow, spans of at least span_blocks blocks, at
     most `spans` per sequence (1: no spans), and the launches of the span pass, the summary and
     the fix-up (None where the call walks); whether the walks take the sequences longest first;
-    the Hopper pass's launch where it replaces the span pass (HOPPER_PASS_TABLE), else None."""
+    the Hopper pass's launch where it replaces the span pass (HOPPER_PASS_TABLE), else None, and
+    whether the summary runs in Gluon with it (HOPPER_SUMMARY)."""
     walk: WalkLaunch | None
     prep: PrepRow | None
     span_blocks: int
@@ -294,6 +303,7 @@ class Plan(NamedTuple):
     fixup: Launch | None
     ordered: bool
     hopper_pass: Launch | None = None
+    hopper_summary: bool = False
 
 
 def _plan(total, num_seqs, arch, pooled=False):
@@ -311,9 +321,10 @@ def _plan(total, num_seqs, arch, pooled=False):
     pass_programs = pieces * NUM_V_HEADS * (HEAD_SIZE // pass_launch.block_v)
     ordered = num_seqs > 1 and blocks >= ORDER_MIN_BLOCKS and pass_programs >= ORDER_MIN_PROGRAMS
     hopper_rows = _table("HOPPER_PASS_TABLE", arch)
-    hopper = (_launch_for(hopper_rows, pieces) if hopper_rows and spans == 1 and not pooled
-              and pieces >= HOPPER_PASS_MIN_PIECES and blocks >= HOPPER_PASS_MIN_BLOCKS else None)
-    return Plan(None, prep, span_blocks, spans, pass_launch, summary, fixup, ordered, hopper)
+    hopper = (_launch_for(hopper_rows, pieces) if hopper_rows and pieces >= HOPPER_PASS_MIN_PIECES
+              and blocks >= HOPPER_PASS_MIN_BLOCKS else None)
+    return Plan(None, prep, span_blocks, spans, pass_launch, summary, fixup, ordered, hopper,
+                hopper is not None and spans > 1 and HOPPER_SUMMARY)
 
 
 def _walks(total, num_seqs):
@@ -348,7 +359,7 @@ def _settings(arch):
     these are what it was planned with (_call_plan). Read directly, each table once: this runs
     on every call."""
     return (CHUNK, WALK_MAX_TOKENS, WALK_MAX_MEAN_LENGTH, SPAN_MIN_TOKENS, SPAN_MIN_BLOCKS, SPAN_MAX, SPAN_PIECES,
-            ORDER_MIN_BLOCKS, ORDER_MIN_PROGRAMS, HOPPER_PASS_MIN_PIECES, HOPPER_PASS_MIN_BLOCKS,
+            ORDER_MIN_BLOCKS, ORDER_MIN_PROGRAMS, HOPPER_PASS_MIN_PIECES, HOPPER_PASS_MIN_BLOCKS, HOPPER_SUMMARY,
             WALK_TABLE[arch], PREP_TABLE[arch], PASS_TABLE[arch], SUMMARY_TABLE[arch], FIXUP_TABLE[arch],
             HOPPER_PASS_TABLE.get(arch))
 
@@ -377,6 +388,7 @@ _launch_prep = Launcher(chunk_prep_kernel)
 _launch_summary = Launcher(span_summary_kernel)
 _launch_fixup = Launcher(span_fixup_kernel)
 _launch_hopper_pass = Launcher(hopper_pass_kernel)
+_launch_hopper_summary = Launcher(hopper_summary_kernel)
 _launch_pass = Launcher(span_pass_kernel)
 _launch_walk = Launcher(token_walk_kernel)
 
@@ -520,12 +532,19 @@ def _new_call_plan(total, num_seqs, arch, has_state, pooled, scale_from_ptr):
              HQ=NUM_Q_HEADS,
              **heads, C=CHUNK, LOG_C=CHUNK.bit_length() - 1, BN=_SEQ_BLOCK),
         plan.prep.warps, () if plan.prep.maxnreg is None else (("maxnreg", plan.prep.maxnreg),))]
+    # The Gluon kernels' operands: TMA descriptors of the prep's tiles and of v (_descriptors).
+    tiles = dict(k_desc="k16_desc", tb_desc="tb_desc", v_desc="v_desc", gate_ptr="gates", cu_ptr="cu_seqlens",
+                 order_ptr="order", flag_ptr="flag", state_ptr="state", **pool, T="T", J="J", S="S")
     if plan.spans > 1:
-        summary, fixup = plan.summary, plan.fixup
+        maps = dict(span_n_ptr="span_n", span_p_ptr="span_p", enter_ptr="enter" if pooled else "none")
+        if plan.hopper_summary:
+            summary, launcher, sources = plan.hopper_pass, _launch_hopper_summary, dict(tiles, **maps)
+        else:
+            summary, launcher, sources = plan.summary, _launch_summary, dict(carried, **maps)
         steps.append(_step(
-            _launch_summary, (num_seqs * (plan.spans - 1) * NUM_V_HEADS * 2 * (HEAD_SIZE // summary.block_v), 1, 1),
-            dict(carried, span_n_ptr="span_n", span_p_ptr="span_p", enter_ptr="enter" if pooled else "none"),
-            dict(carry, BV=summary.block_v, STAGES=summary.stages), summary.warps))
+            launcher, (num_seqs * (plan.spans - 1) * NUM_V_HEADS * 2 * (HEAD_SIZE // summary.block_v), 1, 1),
+            sources, dict(carry, BV=summary.block_v, STAGES=summary.stages), summary.warps))
+        fixup = plan.fixup
         steps.append(_step(
             _launch_fixup, (HEAD_SIZE // fixup.block_v, NUM_V_HEADS, num_seqs),
             dict(cu_ptr="cu_seqlens", span_n_ptr="span_n", span_p_ptr="span_p", enter_ptr="enter", T="T", J="J",
@@ -534,12 +553,10 @@ def _new_call_plan(total, num_seqs, arch, has_state, pooled, scale_from_ptr):
     hopper = plan.hopper_pass
     if hopper is not None:
         steps.append(_step(
-            _launch_hopper_pass, (num_seqs * NUM_V_HEADS * (HEAD_SIZE // hopper.block_v), 1, 1),
-            dict(k_desc="k16_desc", q_desc="q16_desc", tb_desc="tb_desc", m_desc="m_desc", v_desc="v_desc",
-                 gate_ptr="gates", cu_ptr="cu_seqlens", order_ptr="order", flag_ptr="flag", state_ptr="state",
-                 out_ptr="output", new_state_ptr="new_state", T="T"),
-            dict(SINGLE=num_seqs == 1, ORDERED=plan.ordered, HAS_STATE=has_state, HQ=NUM_Q_HEADS, **heads, C=CHUNK,
-                 BV=hopper.block_v, STAGES=hopper.stages), hopper.warps))
+            _launch_hopper_pass, (num_seqs * plan.spans * NUM_V_HEADS * (HEAD_SIZE // hopper.block_v), 1, 1),
+            dict(tiles, q_desc="q16_desc", m_desc="m_desc", enter_ptr="enter", out_ptr="output",
+                 new_state_ptr="new_state"),
+            dict(carry, BV=hopper.block_v, STAGES=hopper.stages), hopper.warps))
     else:
         span_pass = plan.pass_launch
         steps.append(_step(

@@ -15,7 +15,7 @@ import triton.language as tl
 
 from .prefill_carry import carry_blocks, load_start_state
 from .prefill_common import state_offsets
-from .prefill_order import sequence_at
+from .prefill_order import walk_piece
 from .prefill_spans import sequence_span
 from .shared import pool_slots
 
@@ -36,14 +36,9 @@ def span_summary_kernel(
     state_ptr (a sequence that is not live is skipped), and span 0 also copies it to enter
     slot (sequence J), where the pass's span 0 reads it: the pass's last span may rewrite the
     slot in the meantime."""
-    pid = tl.program_id(0)
     NV: tl.constexpr = D // BV
-    tile = pid % (2 * NV)
-    head = (pid // (2 * NV)) % HV
-    piece = pid // (2 * NV * HV)
-    seq = sequence_at(order_ptr, piece // (J - 1), SINGLE, ORDERED)  # prefill_order
-    span = piece % (J - 1)
-    bos, eos, first, count, spans = sequence_span(cu_ptr, seq, span, T, S, J, SINGLE, C)
+    tile, head, seq, span, bos, eos, first, count, spans = walk_piece(
+        tl.program_id(0), J - 1, order_ptr, cu_ptr, T, S, J, SINGLE, ORDERED, 2 * NV, HV, C)  # prefill_order
     is_v = tile < NV
     if POOLED:
         read, _, live, _, _ = pool_slots(read_index_ptr, write_index_ptr, seq, pool_size)

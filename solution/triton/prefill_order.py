@@ -16,7 +16,7 @@ import triton
 import triton.language as tl
 
 from .prefill_common import clamped_bounds
-from .prefill_spans import sequence_blocks
+from .prefill_spans import sequence_blocks, sequence_span
 
 # Sequences ranked at a time: a [TILE, TILE] comparison. The prep writes the order after its
 # block's work at the limit of 255 registers, where a [64, 64] one spilled on sm_100a.
@@ -69,3 +69,19 @@ def sequence_at(order_ptr, position, SINGLE: tl.constexpr, ORDERED: tl.constexpr
         return tl.load(order_ptr + position)
     else:
         return position
+
+
+@triton.jit
+def walk_piece(pid, per_sequence, order_ptr, cu_ptr, T, S, J, SINGLE: tl.constexpr, ORDERED: tl.constexpr,
+               TILES: tl.constexpr, HV: tl.constexpr, C: tl.constexpr):
+    """What program `pid` of a walk's grid takes (the span pass's and the summary's, Triton and
+    Gluon alike): grid order (piece, value head, tile) with TILES tiles per head and per_sequence
+    (sequence, span) pieces per sequence, the sequences in the call's order (sequence_at). Returns
+    (tile, head, sequence, span, then sequence_span's bos, eos, first block, blocks, spans)."""
+    tile = pid % TILES
+    head = (pid // TILES) % HV
+    piece = pid // (TILES * HV)
+    seq = sequence_at(order_ptr, piece // per_sequence, SINGLE, ORDERED)
+    span = piece % per_sequence
+    bos, eos, first, count, spans = sequence_span(cu_ptr, seq, span, T, S, J, SINGLE, C)
+    return tile, head, seq, span, bos, eos, first, count, spans

@@ -8,8 +8,7 @@ import triton.language as tl
 
 from .prefill_carry import carry_blocks, load_start_state
 from .prefill_common import fill_rows, state_offsets
-from .prefill_order import sequence_at
-from .prefill_spans import sequence_span
+from .prefill_order import walk_piece
 from .shared import pool_slots
 
 
@@ -28,14 +27,8 @@ def span_pass_kernel(
     NaN. POOLED (pooled_prefill): state_ptr and new_state_ptr are the pool; a sequence starts
     from its read slot (span 0 of several: from the summary's copy of it) and its last span
     writes its write slot; a sequence that is not live (pool_slots) writes its rows' fill."""
-    pid = tl.program_id(0)
-    NV: tl.constexpr = D // BV
-    v_tile = pid % NV
-    head = (pid // NV) % HV
-    piece = pid // (NV * HV)
-    seq = sequence_at(order_ptr, piece // J, SINGLE, ORDERED)  # prefill_order
-    span = piece % J
-    bos, eos, first, count, spans = sequence_span(cu_ptr, seq, span, T, S, J, SINGLE, C)
+    v_tile, head, seq, span, bos, eos, first, count, spans = walk_piece(
+        tl.program_id(0), J, order_ptr, cu_ptr, T, S, J, SINGLE, ORDERED, D // BV, HV, C)  # prefill_order
     if span < tl.maximum(spans, 1):
         offs_d = tl.arange(0, D)
         cols = v_tile * BV + tl.arange(0, BV)

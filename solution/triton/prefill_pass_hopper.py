@@ -1,6 +1,7 @@
-"""Stage 3 of the chunked prefill path on Hopper, for calls without spans: the fused pass in
-Gluon. One program per (sequence, value head, BV columns of V) walks its sequence's blocks with
-its rows of the state in registers, as prefill_pass does, but each block's tiles (the prep's
+"""Stages 2 and 3 of the chunked prefill path on Hopper, in Gluon: the span summary and the span
+pass (without spans, the fused pass). One program per (sequence, span, value head, BV columns)
+walks its span's blocks with its rows of the state in registers, as prefill_maps and
+prefill_pass do, but each block's tiles (the prep's
 float16 k, q, Tb and M, and v) come by TMA into a ring of STAGES shared-memory buffers, the next
 block's issued before this block's products and its gates loaded a block ahead, so that the loads
 overlap the chain; and every product takes its computed operand from registers (wgmma's A), the
@@ -15,12 +16,14 @@ transposed:
     O^T     = (S Q^T) * (scale e^G) + Delta^T M^T
     S       = e^G_end S + (Delta^T * e^(G_end - G)) K
 
-Rows of a block that belong to other sequences need no mask on the loads: Tb and M do not mix
-sequences, so their X columns reach only their own Delta columns, which are zeroed; their
-outputs are not stored. The output block goes through the stage's v buffer (its v already read)
+(the summary: without O, and with V = 0 for the rows of the transition P, prefill_maps).
+
+Rows of a block that belong to other sequences need no mask: Tb and M do not mix sequences, so
+their X columns reach only their own Delta columns, which reach the state only through their
+e^(G_end - G), set to 0, and the outputs only of their own rows, which are not stored. The output block goes through the stage's v buffer (its v already read)
 to full-width stores. Triton's `experimental.gluon` (Hopper's wgmma, TMA and mbarriers) compiles
 this for sm_90 only; prefill.py takes it where HOPPER_PASS_TABLE names a launch (docs/perf.md
-item 26 has its measurements).
+items 26-27 have its measurements).
 """
 
 import functools
@@ -30,7 +33,10 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import mbarrier, tma, warpgroup_mma, warpgroup_mma_wait
 from triton.experimental.gluon.nvidia.hopper import TensorDescriptor
 
+from .prefill_common import fill_rows
+from .prefill_order import walk_piece
 from .prefill_prep import GATE_ROWS
+from .shared import pool_slots
 
 # TMA's tile load, as this Triton names it (async_copy_global_to_shared before 3.9).
 tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
@@ -56,6 +62,12 @@ def tile_descriptors(views, v, total, block_v, hq, hv, d, c):
             TensorDescriptor(v, [total, hv * d], [hv * d, 1], [c, block_v], v_tile))
 
 
+@gluon.constexpr_function
+def _mma_layout(warps, n):
+    """wgmma's accumulator layout for [rows, n] products over `warps` warps (16 rows each)."""
+    return gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[warps, 1], instr_shape=[16, n, 16])
+
+
 @functools.lru_cache(maxsize=8)
 def _tile_layouts(block_v, d, c):
     """The tiles' shared-memory layouts (NVMMA swizzles for TMA and wgmma): [C, D] and [C, C]
@@ -65,69 +77,150 @@ def _tile_layouts(block_v, d, c):
             gl.NVMMASharedLayout.get_default_for([c, block_v], gl.bfloat16))
 
 
-@gluon.jit(do_not_specialize=["T"])
-def hopper_pass_kernel(k_desc, q_desc, tb_desc, m_desc, v_desc, gate_ptr, cu_ptr, order_ptr, flag_ptr, state_ptr,
-                        out_ptr, new_state_ptr, T,
-                        SINGLE: gl.constexpr, ORDERED: gl.constexpr, HAS_STATE: gl.constexpr, HQ: gl.constexpr,
-                        HV: gl.constexpr, D: gl.constexpr, C: gl.constexpr, BV: gl.constexpr, STAGES: gl.constexpr):
-    """One (sequence, value head, BV columns of V): its outputs and new_state from its state
-    (zero without one, or for an empty sequence) by the module's block step, with 4 or 8 warps
-    (at most BV / 16: wgmma's warps take 16 rows each). The prep's flag (NaN for a malformed
-    cu_seqlens) is added to the state, so every output and new_state written is NaN then (see
-    prefill_carry)."""
-    WARPS: gl.constexpr = gl.num_warps()
-    NV: gl.constexpr = D // BV
-    pid = gl.program_id(0)
-    v_tile = pid % NV
-    head = (pid // NV) % HV
-    piece = pid // (NV * HV)
-    if ORDERED:
-        seq = gl.load(order_ptr + piece)
-    else:
-        seq = piece
-    if SINGLE:
-        bos = T * 0
-        eos = T
-    else:  # prefill_common.sequence_bounds, clamped the same way
-        bos = gl.minimum(gl.maximum(gl.load(cu_ptr + seq), 0), T).to(gl.int32)
-        eos = gl.minimum(gl.maximum(gl.load(cu_ptr + seq + 1), bos), T).to(gl.int32)
-    first = bos // C
-    count = gl.where(eos > bos, (eos + C - 1) // C - first, 0)
+@gluon.jit(do_not_specialize=["T", "J", "S", "pool_size"])
+def hopper_pass_kernel(k_desc, q_desc, tb_desc, m_desc, v_desc, gate_ptr, cu_ptr, order_ptr, flag_ptr, enter_ptr,
+                        state_ptr, out_ptr, new_state_ptr, read_index_ptr, write_index_ptr, T, J, S, pool_size,
+                        SINGLE: gl.constexpr, ORDERED: gl.constexpr, HAS_STATE: gl.constexpr, POOLED: gl.constexpr,
+                        HQ: gl.constexpr, HV: gl.constexpr, D: gl.constexpr, C: gl.constexpr, BV: gl.constexpr,
+                        STAGES: gl.constexpr):
+    """One (sequence, span, value head, BV columns of V), as prefill_pass.span_pass_kernel's
+    programs: the span's outputs by the module's block step, from the sequence's state (span 0;
+    zero without one, or for an empty sequence) or the state the fix-up found entering the span;
+    the last span writes new_state. With J = 1 every sequence is one span (the fused path). 4 or
+    8 warps (at most BV / 16: wgmma's warps take 16 rows each). The prep's flag (NaN for a
+    malformed cu_seqlens) is added to the sequence's state, so every output and new_state
+    written is NaN then (see prefill_carry). POOLED (pooled_prefill): state_ptr and
+    new_state_ptr are the pool, read and written at the sequence's slots (shared.pool_slots;
+    span 0 of several reads the summary's copy of its slot); a sequence that is not live writes
+    its rows' fill."""
+    v_tile, head, seq, span, bos, eos, first, count, spans = walk_piece(
+        gl.program_id(0), J, order_ptr, cu_ptr, T, S, J, SINGLE, ORDERED, D // BV, HV, C)  # prefill_order
+    if span < gl.maximum(spans, 1):
+        read = seq
+        write = seq
+        from_state = span == 0
+        if POOLED:
+            read, write, live, writes, fill = pool_slots(read_index_ptr, write_index_ptr, seq, pool_size)
+            from_state = from_state & (spans <= 1)
+        else:  # constants: the branches below compile as if they were not there
+            live: gl.constexpr = True
+            writes: gl.constexpr = True
+        if live:
+            acc_d: gl.constexpr = _mma_layout(gl.num_warps(), D)
+            cols = v_tile * BV + gl.arange(0, BV, layout=gl.SliceLayout(1, acc_d))
+            rows_d = cols[:, None] * D + gl.arange(0, D, layout=gl.SliceLayout(0, acc_d))[None, :]
+            if from_state:
+                s = _start_state(state_ptr, read, head, rows_d, bos, eos, flag_ptr, HAS_STATE, POOLED, HV, D, BV)
+            else:
+                s = gl.load(enter_ptr + ((seq * J + span) * HV + head).to(gl.int64) * (D * D) + rows_d)
+            s = _carry(s, k_desc, q_desc, tb_desc, m_desc, v_desc, gate_ptr, out_ptr, head, v_tile,
+                       bos.to(gl.int32), eos.to(gl.int32), first.to(gl.int32), count.to(gl.int32),  # TMA: 32 bits
+                       True, True, HQ, HV, D, C, BV, STAGES)
+            if (span >= spans - 1) & writes:
+                gl.store(new_state_ptr + (write * HV + head).to(gl.int64) * (D * D) + rows_d, s)
+        else:
+            fill_cols = v_tile * BV + gl.arange(0, BV, layout=gl.BlockedLayout([1], [32], [gl.num_warps()], [0]))
+            fill_rows(out_ptr, gl.maximum(bos, first * C), gl.minimum(eos, (first + count) * C), head, fill_cols,
+                      fill + gl.load(flag_ptr), HV, D)
 
+
+@gluon.jit(do_not_specialize=["T", "J", "S", "pool_size"])
+def hopper_summary_kernel(k_desc, tb_desc, v_desc, gate_ptr, cu_ptr, order_ptr, flag_ptr, state_ptr, span_n_ptr,
+                          span_p_ptr, enter_ptr, read_index_ptr, write_index_ptr, T, J, S, pool_size,
+                          SINGLE: gl.constexpr, ORDERED: gl.constexpr, HAS_STATE: gl.constexpr,
+                          POOLED: gl.constexpr, HQ: gl.constexpr, HV: gl.constexpr, D: gl.constexpr,
+                          C: gl.constexpr, BV: gl.constexpr, STAGES: gl.constexpr):
+    """One (sequence, span but its last, value head, BV of the 2D rows [N | P]), as
+    prefill_maps.span_summary_kernel's programs: the span's affine map H_end = P H_start + N by
+    the module's block step without outputs, N's rows from the zero state (span 0: from the
+    sequence's state, so N is the state entering span 1 and P is not needed) and P's from the
+    identity with V = 0; N to span_n (float32), P to span_p (float16), as [D, D] slots of H =
+    S^T (sequence J + span). POOLED: the state is the sequence's read slot (a sequence that is
+    not live is skipped), and span 0 copies it to enter slot (sequence J) for the pass."""
+    NV: gl.constexpr = D // BV
+    tile, head, seq, span, bos, eos, first, count, spans = walk_piece(
+        gl.program_id(0), J - 1, order_ptr, cu_ptr, T, S, J, SINGLE, ORDERED, 2 * NV, HV, C)  # prefill_order
+    is_v = tile < NV
+    if POOLED:
+        read, _, live, _, _ = pool_slots(read_index_ptr, write_index_ptr, seq, pool_size)
+    else:  # a constant: the condition below compiles as if it were not there
+        read = seq
+        live: gl.constexpr = True
+    if (span < spans - 1) & (is_v | (span > 0)) & live:
+        v_tile = tile % NV
+        acc_d: gl.constexpr = _mma_layout(gl.num_warps(), D)
+        cols = v_tile * BV + gl.arange(0, BV, layout=gl.SliceLayout(1, acc_d))
+        offs_d = gl.arange(0, D, layout=gl.SliceLayout(0, acc_d))
+        if span == 0:
+            rows_d = cols[:, None] * D + offs_d[None, :]
+            s = _start_state(state_ptr, read, head, rows_d, bos, eos, flag_ptr, HAS_STATE, POOLED, HV, D, BV)
+            if POOLED:
+                gl.store(enter_ptr + (seq * J * HV + head).to(gl.int64) * (D * D) + rows_d, s)
+        else:
+            s = gl.where((cols[:, None] == offs_d[None, :]) & (tile >= NV), 1.0, 0.0)
+        s = _carry(s, k_desc, None, tb_desc, None, v_desc, gate_ptr, None, head, v_tile, bos.to(gl.int32),
+                   eos.to(gl.int32), first.to(gl.int32), count.to(gl.int32), is_v, False, HQ, HV, D, C, BV, STAGES)
+        slot = ((seq * J + span) * HV + head).to(gl.int64) * (D * D) + offs_d[None, :] * D + cols[:, None]
+        if is_v:
+            gl.store(span_n_ptr + slot, s)
+        else:
+            gl.store(span_p_ptr + slot, s.to(gl.float16))
+
+
+@gluon.jit
+def _start_state(state_ptr, read, head, rows_d, bos, eos, flag_ptr, HAS_STATE: gl.constexpr, POOLED: gl.constexpr,
+                 HV: gl.constexpr, D: gl.constexpr, BV: gl.constexpr):
+    """A sequence's rows of the state (elements `rows_d` of slot `read`), as
+    prefill_carry.load_start_state gives its columns: zero without a state; not POOLED, zero for
+    an empty sequence; plus the prep's flag."""
+    if HAS_STATE:
+        s = gl.load(state_ptr + (read * HV + head).to(gl.int64) * (D * D) + rows_d)
+    else:
+        s = gl.zeros([BV, D], gl.float32, rows_d.type.layout)
+    if not POOLED:  # an empty sequence ends at zero (pooled: its slot is kept)
+        s = gl.where(eos > bos, s, 0.0)
+    return s + gl.load(flag_ptr)
+
+
+@gluon.jit
+def _carry(s, k_desc, q_desc, tb_desc, m_desc, v_desc, gate_ptr, out_ptr, head, v_tile, bos, eos, first, count, use_v,
+           OUTPUT: gl.constexpr, HQ: gl.constexpr, HV: gl.constexpr, D: gl.constexpr, C: gl.constexpr,
+           BV: gl.constexpr, STAGES: gl.constexpr):
+    """The rows s [BV, D] (columns v_tile of V; float32, _mma_layout) carried through `count`
+    blocks from block `first` for the sequence's tokens bos <= t < eos, by the module's block
+    step, V where use_v (else 0); OUTPUT: O stored to out_ptr (the pass), else no q, M or output
+    (the summary). Returns the rows after the last block."""
+    WARPS: gl.constexpr = gl.num_warps()
     # wgmma's accumulators: [BV, C] (the block's products) and [BV, D] (the state), and its
     # register operand A of each.
-    acc_c: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, C, 16])
-    acc_d: gl.constexpr = gl.NVMMADistributedLayout(version=[3, 0], warps_per_cta=[WARPS, 1], instr_shape=[16, D, 16])
+    acc_c: gl.constexpr = _mma_layout(WARPS, C)
+    acc_d: gl.constexpr = _mma_layout(WARPS, D)
     a_c: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc_c, k_width=2)
     a_d: gl.constexpr = gl.DotOperandLayout(operand_index=0, parent=acc_d, k_width=2)
     row_l: gl.constexpr = gl.BlockedLayout([1], [32], [WARPS], [0])  # a block's gate row, compact
     out_l: gl.constexpr = gl.BlockedLayout([1, 8], [32 // (BV // 8), BV // 8], [WARPS, 1], [1, 0])
 
     k_s = gl.allocate_shared_memory(gl.float16, [STAGES, C, D], k_desc.layout)
-    q_s = gl.allocate_shared_memory(gl.float16, [STAGES, C, D], q_desc.layout)
     tb_s = gl.allocate_shared_memory(gl.float16, [STAGES, C, C], tb_desc.layout)
-    m_s = gl.allocate_shared_memory(gl.float16, [STAGES, C, C], m_desc.layout)
     v_s = gl.allocate_shared_memory(gl.bfloat16, [STAGES, C, BV], v_desc.layout)
+    if OUTPUT:
+        q_s = gl.allocate_shared_memory(gl.float16, [STAGES, C, D], q_desc.layout)
+        m_s = gl.allocate_shared_memory(gl.float16, [STAGES, C, C], m_desc.layout)
+        tile_bytes: gl.constexpr = (2 * k_desc.block_type.nbytes + 2 * tb_desc.block_type.nbytes
+                                    + v_desc.block_type.nbytes)
+    else:
+        q_s = k_s
+        m_s = tb_s
+        tile_bytes: gl.constexpr = k_desc.block_type.nbytes + tb_desc.block_type.nbytes + v_desc.block_type.nbytes
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     for z in gl.static_range(STAGES):
         mbarrier.init(ready.index(z), count=1)
-    tile_bytes: gl.constexpr = (2 * k_desc.block_type.nbytes + 2 * tb_desc.block_type.nbytes
-                                + v_desc.block_type.nbytes)
     kq_row = head // (HV // HQ) * C
     hv_row = head * C
     v_col = head * D + v_tile * BV
     for z in gl.static_range(STAGES - 1):  # the first blocks' tiles
         _load_tiles(k_desc, q_desc, tb_desc, m_desc, v_desc, k_s, q_s, tb_s, m_s, v_s, ready, z, first + z,
-                    z < count, kq_row, hv_row, v_col, tile_bytes, HQ, HV, C)
-
-    cols = v_tile * BV + gl.arange(0, BV, layout=gl.SliceLayout(1, acc_d))
-    offs_d = gl.arange(0, D, layout=gl.SliceLayout(0, acc_d))
-    s_offs = ((seq * HV + head) * D + cols[:, None]).to(gl.int64) * D + offs_d[None, :]
-    if HAS_STATE:
-        s = gl.load(state_ptr + s_offs)
-    else:
-        s = gl.zeros([BV, D], gl.float32, acc_d)
-    s = gl.where(eos > bos, s, 0.0) + gl.load(flag_ptr)
+                    z < count, kq_row, hv_row, v_col, tile_bytes, OUTPUT, HQ, HV, C)
 
     # The gate rows of the first block (an empty sequence at T may have no block to read).
     i_g = gl.arange(0, C, layout=row_l)
@@ -136,9 +229,8 @@ def hopper_pass_kernel(k_desc, q_desc, tb_desc, m_desc, v_desc, gate_ptr, cu_ptr
     n_g = gl.load(gates + i_g, mask=some, other=0.0)
     n_q = gl.load(gates + C + i_g, mask=some, other=0.0)
     n_rest = gl.load(gates + 2 * C + i_g, mask=some, other=0.0)
-    n_end = gl.load(gates + 3 * C + (bos - first * C), mask=count > 0, other=0.0)
+    n_end = gl.load(gates + 3 * C + (gl.maximum(bos, first * C) - first * C), mask=count > 0, other=0.0)
 
-    i_c = gl.arange(0, C, layout=gl.SliceLayout(0, acc_c))
     zero_c = gl.zeros([BV, C], gl.float32, acc_c)
     o_i = gl.arange(0, C, layout=gl.SliceLayout(1, out_l))
     o_cols = v_tile * BV + gl.arange(0, BV, layout=gl.SliceLayout(0, out_l))
@@ -146,18 +238,22 @@ def hopper_pass_kernel(k_desc, q_desc, tb_desc, m_desc, v_desc, gate_ptr, cu_ptr
         warps_barrier()  # every warp is done with the stage the next loads overwrite
         _load_tiles(k_desc, q_desc, tb_desc, m_desc, v_desc, k_s, q_s, tb_s, m_s, v_s, ready,
                     (it + STAGES - 1) % STAGES, first + it + STAGES - 1, it + STAGES - 1 < count, kq_row, hv_row,
-                    v_col, tile_bytes, HQ, HV, C)
+                    v_col, tile_bytes, OUTPUT, HQ, HV, C)
         stage = it % STAGES
         block = first + it
         start = block * C
-        mine = (start + i_c >= bos) & (start + i_c < eos)
         e_g = gl.convert_layout(n_g, gl.SliceLayout(0, acc_c))
-        e_q = gl.convert_layout(n_q, gl.SliceLayout(0, acc_c))
-        e_rest = gl.convert_layout(n_rest, gl.SliceLayout(0, acc_c))
+        if OUTPUT:
+            e_q = gl.convert_layout(n_q, gl.SliceLayout(0, acc_c))
+        # e^(G_end - G) of the block's rows of this sequence, 0 for the others': their Delta
+        # columns then reach neither the state nor (M does not mix sequences) these outputs.
+        mine = (start + i_g >= bos) & (start + i_g < eos)
+        e_rest = gl.convert_layout(gl.where(mine, n_rest, 0.0), gl.SliceLayout(0, acc_c))
         e_end = n_end
         gates = gate_ptr + (gl.minimum(block + 1, first + count - 1) * HV + head) * (GATE_ROWS * C)
         n_g = gl.load(gates + i_g)
-        n_q = gl.load(gates + C + i_g)
+        if OUTPUT:
+            n_q = gl.load(gates + C + i_g)
         n_rest = gl.load(gates + 2 * C + i_g)
         n_end = gl.load(gates + 3 * C)  # the next block starts inside the sequence
 
@@ -165,42 +261,54 @@ def hopper_pass_kernel(k_desc, q_desc, tb_desc, m_desc, v_desc, gate_ptr, cu_ptr
         k_b = k_s.index(stage)
         s16 = gl.convert_layout(s.to(gl.float16), a_c)
         sk = warpgroup_mma(s16, k_b.permute((1, 0)), zero_c, use_acc=False, is_async=True)
-        sq = warpgroup_mma(s16, q_s.index(stage).permute((1, 0)), zero_c, use_acc=False, is_async=True)
-        v = v_s.index(stage).permute((1, 0)).load(acc_c).to(gl.float32)
-        sk = warpgroup_mma_wait(num_outstanding=1, deps=(sk,))
+        if OUTPUT:
+            sq = warpgroup_mma(s16, q_s.index(stage).permute((1, 0)), zero_c, use_acc=False, is_async=True)
+            v = v_s.index(stage).permute((1, 0)).load(acc_c).to(gl.float32)
+            sk = warpgroup_mma_wait(num_outstanding=1, deps=(sk,))
+        else:
+            v = gl.where(use_v, v_s.index(stage).permute((1, 0)).load(acc_c).to(gl.float32), 0.0)
+            sk = warpgroup_mma_wait(num_outstanding=0, deps=(sk,))
         x16 = gl.convert_layout((v - e_g[None, :] * sk).to(gl.float16), a_c)
         delta = warpgroup_mma(x16, tb_s.index(stage).permute((1, 0)), zero_c, use_acc=False, is_async=True)
-        delta, sq = warpgroup_mma_wait(num_outstanding=0, deps=(delta, sq))
-        delta = gl.where(mine[None, :], delta, 0.0)
-        d16 = gl.convert_layout(delta.to(gl.float16), a_c)
+        if OUTPUT:
+            delta, sq = warpgroup_mma_wait(num_outstanding=0, deps=(delta, sq))
+        else:
+            delta = warpgroup_mma_wait(num_outstanding=0, deps=(delta,))
         dr16 = gl.convert_layout((e_rest[None, :] * delta).to(gl.float16), a_d)
-        o = warpgroup_mma(d16, m_s.index(stage).permute((1, 0)), e_q[None, :] * sq, is_async=True)
-        s = warpgroup_mma(dr16, k_b, s * e_end, is_async=True)
-        o, s = warpgroup_mma_wait(num_outstanding=0, deps=(o, s))
+        if OUTPUT:
+            d16 = gl.convert_layout(delta.to(gl.float16), a_c)
+            o = warpgroup_mma(d16, m_s.index(stage).permute((1, 0)), e_q[None, :] * sq, is_async=True)
+            s = warpgroup_mma(dr16, k_b, s * e_end, is_async=True)
+            o, s = warpgroup_mma_wait(num_outstanding=0, deps=(o, s))
 
-        warps_barrier()  # every warp has read this stage's v: its buffer takes O
-        o_b = v_s.index(stage)
-        o_b.permute((1, 0)).store(o.to(gl.bfloat16))
-        warps_barrier()
-        rows = start + o_i
-        o_mine = (rows >= bos) & (rows < eos)
-        gl.store(out_ptr + (rows[:, None] * HV + head).to(gl.int64) * D + o_cols[None, :], o_b.load(out_l),
-                 mask=o_mine[:, None] & (o_cols[None, :] >= 0))
-    gl.store(new_state_ptr + s_offs, s)
+            warps_barrier()  # every warp has read this stage's v: its buffer takes O
+            o_b = v_s.index(stage)
+            o_b.permute((1, 0)).store(o.to(gl.bfloat16))
+            warps_barrier()
+            rows = start + o_i
+            o_mine = (rows >= bos) & (rows < eos)
+            gl.store(out_ptr + (rows[:, None] * HV + head).to(gl.int64) * D + o_cols[None, :], o_b.load(out_l),
+                     mask=o_mine[:, None] & (o_cols[None, :] >= 0))
+        else:
+            s = warpgroup_mma(dr16, k_b, s * e_end, is_async=True)
+            s = warpgroup_mma_wait(num_outstanding=0, deps=(s,))
     for z in gl.static_range(STAGES):
         mbarrier.invalidate(ready.index(z))
+    return s
 
 
 @gluon.jit
 def _load_tiles(k_desc, q_desc, tb_desc, m_desc, v_desc, k_s, q_s, tb_s, m_s, v_s, ready, stage, block, go, kq_row,
-                hv_row, v_col, tile_bytes: gl.constexpr, HQ: gl.constexpr, HV: gl.constexpr, C: gl.constexpr):
-    """Block `block`'s k, q, Tb, M and v tiles into ring slot `stage` by TMA, counted on its
-    barrier (nothing where `go` is false)."""
+                hv_row, v_col, tile_bytes: gl.constexpr, OUTPUT: gl.constexpr, HQ: gl.constexpr, HV: gl.constexpr,
+                C: gl.constexpr):
+    """Block `block`'s k, Tb and v tiles (OUTPUT: and q and M) into ring slot `stage` by TMA,
+    counted on its barrier (nothing where `go` is false)."""
     bar = ready.index(stage)
     mbarrier.expect(bar, tile_bytes, pred=go)
     tma_load(k_desc, [block * (HQ * C) + kq_row, 0], bar, k_s.index(stage), pred=go)
-    tma_load(q_desc, [block * (HQ * C) + kq_row, 0], bar, q_s.index(stage), pred=go)
+    if OUTPUT:
+        tma_load(q_desc, [block * (HQ * C) + kq_row, 0], bar, q_s.index(stage), pred=go)
     tma_load(tb_desc, [block * (HV * C) + hv_row, 0], bar, tb_s.index(stage), pred=go)
-    tma_load(m_desc, [block * (HV * C) + hv_row, 0], bar, m_s.index(stage), pred=go)
+    if OUTPUT:
+        tma_load(m_desc, [block * (HV * C) + hv_row, 0], bar, m_s.index(stage), pred=go)
     tma_load(v_desc, [block * C, v_col], bar, v_s.index(stage), pred=go)
-
