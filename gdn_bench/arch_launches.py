@@ -43,6 +43,7 @@ SETTINGS = {
     "span_fixup_kernel": Setting("prefill", "FIXUP_TABLE"),
     "span_pass_kernel": Setting("prefill", "PASS_TABLE"),
     "hopper_pass_kernel": Setting("prefill", "HOPPER_PASS_TABLE"),
+    "hopper_summary_kernel": Setting("prefill", "HOPPER_PASS_TABLE"),  # the Hopper pass's launch
 }
 
 # Per definition, its entry points (file.function) and the arguments each call changes from the
@@ -57,13 +58,15 @@ ENTRIES = {
 # decode and mtp: a batch size per LAUNCH_TABLES row (mtp at its serving mix's shortest and
 # longest draft); prefill: WALK_TABLE's rows (one-token sequences, few and many; short ones, few
 # and many), PASS_TABLE's by (sequence, span) pieces (1 and 2, 8, 16; one sequence and several),
-# spans (SUMMARY_TABLE, FIXUP_TABLE: one long sequence, four) and HOPPER_PASS_TABLE's (16
-# sequences of 512: many pieces, no spans).
+# spans (SUMMARY_TABLE, FIXUP_TABLE: one sequence of 32 blocks, below the Hopper kernels' 33) and
+# HOPPER_PASS_TABLE's (16 sequences of 512: many pieces, no spans; one long sequence and four:
+# spans, the Hopper summary too).
 SHAPES = {
     "decode": ({"batch_size": 1}, {"batch_size": 64}),
     "mtp": ({"batch_size": 1, "seq_len": 2, "pool_size": 2}, {"batch_size": 64, "seq_len": 8, "pool_size": 72}),
     "prefill": tuple({"total_seq_len": t, "num_seqs": n, "len_cu_seqlens": n + 1} for t, n in (
-        (1, 1), (64, 64), (8, 1), (64, 16), (512, 1), (1024, 2), (1024, 8), (8192, 16), (8192, 1), (8192, 4))),
+        (1, 1), (64, 64), (8, 1), (64, 16), (512, 1), (1024, 2), (1024, 8), (2048, 1), (8192, 16), (8192, 1),
+        (8192, 4))),
 }
 _AXIS_LABELS = {"batch_size": "B", "seq_len": "T", "total_seq_len": "T", "num_seqs": "N", "pool_size": "P"}
 
