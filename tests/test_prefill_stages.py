@@ -343,6 +343,18 @@ def test_the_rule_orders_the_measured_calls(name):
 
 
 
+@pytest.mark.parametrize("count, block", ((1, 16), (2, 16), (16, 16), (17, 32), (22, 32), (32, 32), (33, 64),
+                                          (57, 64), (64, 64), (65, 64), (1000, 64)))
+def test_the_prep_compares_a_power_of_two_of_entries_that_covers_the_sequences(count, block):
+    """The prep compares each block's rows with BN entries of cu_seqlens at a time: the call's
+    sequences rounded up to a power of two, at least 16 and at most 64 (more sequences: several
+    steps), so that a call of few sequences compares few (measured faster: docs/perf.md item 27)
+    and at most three variants compile."""
+    steps = sub._call_plan(2 * count * C, count, "sm90", True, False, False).steps
+    assert steps[0].launcher.fn is prep.chunk_prep_kernel
+    assert dict(steps[0].constexprs)["BN"] == block
+
+
 @pytest.mark.parametrize("arch", ("sm90", "sm100"))
 def test_the_prep_launches_with_its_table_s_register_cap(arch):
     """The prep's launch carries PREP_TABLE's maxnreg as a compile option (Hopper: 168, three

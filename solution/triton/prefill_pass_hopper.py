@@ -102,8 +102,8 @@ def hopper_pass_kernel(k_desc, q_desc, tb_desc, m_desc, v_desc, gate_ptr, cu_ptr
         if POOLED:
             read, write, live, writes, fill = pool_slots(read_index_ptr, write_index_ptr, seq, pool_size)
             from_state = from_state & (spans <= 1)
-        else:  # constants: the branches below compile as if they were not there
-            live: gl.constexpr = True
+        else:  # constants (as span_pass_kernel's: from a shared helper they are not, and Gluon
+            live: gl.constexpr = True  # 3.6 then fails to lower the kernel)
             writes: gl.constexpr = True
         if live:
             acc_d: gl.constexpr = _mma_layout(gl.num_warps(), D)
