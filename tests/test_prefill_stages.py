@@ -277,7 +277,8 @@ def test_the_hopper_kernels_replace_the_span_pass_and_summary_where_hopper_runs(
     want = path != "walk" and count * plan.spans > 2 and total > 32 * C
     assert (plan.hopper_pass is not None) == want, name
     assert plan.hopper_summary == (want and path == "spans"), name
-    assert (sub._plan(total, count, "sm90", pooled=True).hopper_pass is not None) == want, name
+    pooled = sub._new_call_plan(total, count, "sm90", True, True, False).plan  # pooled_prefill's
+    assert (pooled.hopper_pass is not None) == want, name
     assert sub._plan(total, count, "sm100").hopper_pass is None
     assert sub._plan(total, count, "interpreter").hopper_pass is None
 

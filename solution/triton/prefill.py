@@ -284,6 +284,7 @@ _VALUES = _ARG_NAMES + _EXTRAS + _CONSTANTS + _SCRATCH + _DESCRIPTORS
 _POOL_ROW = torch.Size((NUM_V_HEADS, HEAD_SIZE, HEAD_SIZE))  # a pool slot's shape
 _INDEX_DTYPES = (torch.int32, torch.int64)
 _SEQ_BLOCK = 64  # sequence ends compared per step when locating a token's sequence
+_KEPT_PLANS = 256  # CallPlans kept (_call_plan); more forget them all
 
 
 def _prep_seq_block(num_seqs):
@@ -293,7 +294,6 @@ def _prep_seq_block(num_seqs):
     sequences compares few: on an H200 the prep 38.1 -> 32.1 us at 16 x 512, 37.4 -> 32.8 at the
     kit's N = 22 (docs/perf.md item 27)."""
     return min(_SEQ_BLOCK, max(16, triton.next_power_of_2(num_seqs)))
-_KEPT_PLANS = 256  # CallPlans kept (_call_plan); more forget them all
 
 
 class Plan(NamedTuple):
@@ -315,10 +315,10 @@ class Plan(NamedTuple):
     hopper_summary: bool = False
 
 
-def _plan(total, num_seqs, arch, pooled=False):
-    """The Plan for T tokens in N sequences on architecture `arch` (shared.arch_key), pooled
-    (pooled_prefill) or not: the path and every launch, from the shapes only (the tables and
-    settings at the top of this file). The one place a path or a launch is chosen."""
+def _plan(total, num_seqs, arch):
+    """The Plan for T tokens in N sequences on architecture `arch` (shared.arch_key): the path
+    and every launch, from the shapes only (the tables and settings at the top of this file),
+    the same for kernel() and pooled_prefill(). The one place a path or a launch is chosen."""
     if _walks(total, num_seqs):
         return Plan(_walk_launch(total, num_seqs, _table("WALK_TABLE", arch)), None, 1, 1, None, None, None, False)
     span_blocks, spans = _span_plan(total, num_seqs)
@@ -509,7 +509,7 @@ def _call_plan(total, num_seqs, arch, has_state, pooled, scale_from_ptr):
 
 def _new_call_plan(total, num_seqs, arch, has_state, pooled, scale_from_ptr):
     """_call_plan's CallPlan, planned."""
-    plan = _plan(total, num_seqs, arch, pooled)
+    plan = _plan(total, num_seqs, arch)
     constants = (total, num_seqs, plan.spans, plan.span_blocks, None)
     inputs = dict(q_ptr="q", k_ptr="k", A_log_ptr="A_log", a_ptr="a", dt_bias_ptr="dt_bias", b_ptr="b",
                   cu_ptr="cu_seqlens")

@@ -113,9 +113,8 @@ def hopper_pass_kernel(k_desc, q_desc, tb_desc, m_desc, v_desc, gate_ptr, cu_ptr
                 s = _start_state(state_ptr, read, head, rows_d, bos, eos, flag_ptr, HAS_STATE, POOLED, HV, D, BV)
             else:
                 s = gl.load(enter_ptr + ((seq * J + span) * HV + head).to(gl.int64) * (D * D) + rows_d)
-            s = _carry(s, k_desc, q_desc, tb_desc, m_desc, v_desc, gate_ptr, out_ptr, head, v_tile,
-                       bos.to(gl.int32), eos.to(gl.int32), first.to(gl.int32), count.to(gl.int32),  # TMA: 32 bits
-                       True, True, HQ, HV, D, C, BV, STAGES)
+            s = _carry(s, k_desc, q_desc, tb_desc, m_desc, v_desc, gate_ptr, out_ptr, head, v_tile, bos, eos, first,
+                       count, True, True, HQ, HV, D, C, BV, STAGES)
             if (span >= spans - 1) & writes:
                 gl.store(new_state_ptr + (write * HV + head).to(gl.int64) * (D * D) + rows_d, s)
         else:
@@ -158,8 +157,8 @@ def hopper_summary_kernel(k_desc, tb_desc, v_desc, gate_ptr, cu_ptr, order_ptr, 
                 gl.store(enter_ptr + (seq * J * HV + head).to(gl.int64) * (D * D) + rows_d, s)
         else:
             s = gl.where((cols[:, None] == offs_d[None, :]) & (tile >= NV), 1.0, 0.0)
-        s = _carry(s, k_desc, None, tb_desc, None, v_desc, gate_ptr, None, head, v_tile, bos.to(gl.int32),
-                   eos.to(gl.int32), first.to(gl.int32), count.to(gl.int32), is_v, False, HQ, HV, D, C, BV, STAGES)
+        s = _carry(s, k_desc, None, tb_desc, None, v_desc, gate_ptr, None, head, v_tile, bos, eos, first, count, is_v,
+                   False, HQ, HV, D, C, BV, STAGES)
         slot = ((seq * J + span) * HV + head).to(gl.int64) * (D * D) + offs_d[None, :] * D + cols[:, None]
         if is_v:
             gl.store(span_n_ptr + slot, s)
@@ -190,6 +189,10 @@ def _carry(s, k_desc, q_desc, tb_desc, m_desc, v_desc, gate_ptr, out_ptr, head, 
     blocks from block `first` for the sequence's tokens bos <= t < eos, by the module's block
     step, V where use_v (else 0); OUTPUT: O stored to out_ptr (the pass), else no q, M or output
     (the summary). Returns the rows after the last block."""
+    bos = bos.to(gl.int32)  # TMA's coordinates are 32-bit
+    eos = eos.to(gl.int32)
+    first = first.to(gl.int32)
+    count = count.to(gl.int32)
     WARPS: gl.constexpr = gl.num_warps()
     # wgmma's accumulators: [BV, C] (the block's products) and [BV, D] (the state), and its
     # register operand A of each.
