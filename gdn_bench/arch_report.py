@@ -38,14 +38,14 @@ EXPECTED_MMA = {"sm90": dict.fromkeys(_CHUNKED, "wgmma"), "sm100": dict.fromkeys
 # columns and 4 warps (8 warps, spill-free: 20-45 % slower; 32 columns: computes wrongly on
 # Hopper). The prep uncapped spills nothing since item 22 (its k and q copies stored before the
 # gates' sums); on sm90 from 33 blocks it runs capped at 168 registers (three programs per
-# multiprocessor, measured faster: item 25) and spills at most 24 bytes so (32 under Triton
-# 3.6); with its cu_seqlens entries sized to the call (item 27) the ordered prep of 16 entries
-# spills 40 bytes under Triton 3.9 (16 under 3.6, the lent GPUs', where it was timed). A larger
-# spill, or one anywhere else, is a problem.
+# multiprocessor, measured faster: item 25). Since item 28 (the inverse kept in float16, the
+# decay tile made twice) it needs at most 168 registers uncapped under Triton 3.9, so the cap
+# spills nothing; under 3.7.1 one launch spills 12 bytes (under 3.6, the lent GPUs', nothing).
+# A larger spill, or one anywhere else, is a problem.
 # The Hopper pass (Gluon) spills nothing under Triton 3.6 (the lent GPUs': one sequence with
 # spans, several, pooled; docs/perf.md item 27); Triton 3.9 spills up to 192 bytes (one
 # sequence), the report under 3.7.1 (triton_3.7.1/) says what the contest's Triton does.
-TOLERATED_SPILLS = {"sm90": {"span_pass_kernel": 196, "chunk_prep_kernel": 40, "hopper_pass_kernel": 200},
+TOLERATED_SPILLS = {"sm90": {"span_pass_kernel": 196, "chunk_prep_kernel": 12, "hopper_pass_kernel": 200},
                     "sm100": {"span_pass_kernel": 120}}
 COMMITTED = Path("docs") / "data" / "arch"  # under the checkout: arch_report.json and .txt
 JSON_NAME, TEXT_NAME = "arch_report.json", "arch_report.txt"

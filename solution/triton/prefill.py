@@ -130,11 +130,12 @@ class PrepRow(NamedTuple):
 # (an illegal address; worst margins of 100 and more), the interpreter right; not used.
 #
 # sm_90, the prep: from 33 blocks (more programs than two per multiprocessor) 4 warps capped at
-# 168 registers, three programs per multiprocessor instead of two. Triton 3.6 gives the lean
-# prep 178-247 registers uncapped; capped it spills at most 24 bytes (Triton 3.9, offline). On
-# an H200 (docs/perf.md item 25) the prep 35.7 -> 31.4 us at 1 x 8192, 40.4 -> 38.2 at 16 x 512,
-# 42.9 -> 37.4 at 57 / 8192 (the call 3-5 % faster); capped at 128, slower than uncapped. Up to
-# 32 blocks every program has a slot anyway: uncapped (measured equal, and no spills).
+# 168 registers, three programs per multiprocessor instead of two. On an H200 (docs/perf.md item
+# 25) the prep 35.7 -> 31.4 us at 1 x 8192, 40.4 -> 38.2 at 16 x 512, 42.9 -> 37.4 at 57 / 8192
+# (the call 3-5 % faster). Since item 28 the prep needs at most 168 registers uncapped under
+# Triton 3.7.1 and 3.9 (Triton 3.6: up to 238 with 64 cu_seqlens entries), so the cap spills
+# nothing; capped at 128 (four programs per multiprocessor) it was 0.6-2.4 us faster on an H200
+# but spills 36-164 bytes: not taken. Up to 32 blocks every program has a slot anyway: uncapped.
 #
 # sm_100 (docs/sm100.md). Triton's tcgen05 path (4 or more warps) computed tl.dot recurrences
 # wrongly or nondeterministically on sm_100/sm_103 (triton #9871, #10590, #10821, PR #10993),
@@ -143,7 +144,8 @@ class PrepRow(NamedTuple):
 # the Hopper plan on the long rows (docs/perf.md item 20). The 2-warp plan (mma.sync, no
 # tcgen05) that landed before costs 2.2x on the long rows with these kernels and spills more;
 # the prep at 8 warps costs 22-35 % on those rows (item 20), and at 4 warps it spills nothing
-# on sm_100a since item 22.
+# on sm_100a since item 22. Since item 28 it takes 155-168 registers there uncapped (Triton 3.6,
+# 3.7.1, 3.9; 202-250 before): three programs per multiprocessor instead of two, no cap needed.
 PREP_TABLE = {
     "sm90": (
         PrepRow(max_blocks=32, warps=4),

@@ -84,39 +84,47 @@ def block_loads(q_ptr, k_ptr, A_log_ptr, a_ptr, dt_bias_ptr, b_ptr, start, head,
 
 
 @triton.jit
-def block_decay(log_g, ends, cu_ptr, N, start, SINGLE: tl.constexpr, C: tl.constexpr, BN: tl.constexpr):
-    """The block's cumulative gates from its log g [C] (zero past T): G (float64: g summed
-    over the row's segment up to the row), G_end (float64: over the whole segment) and decay
-    [C, C]: exp(G_i - G_j) for the pairs (i, j) of one segment with j <= i, else 0. With P the
-    block's running sum of g and s_i, e_i the first and last rows of row i's segment
-    (_segment_edges from `ends` and cu_seqlens; SINGLE, the block is one segment: 0 and C - 1),
-    G_i = P_i - P_(s_i - 1), G_end_i = P_(e_i) - P_(s_i - 1) and G_i - G_j = P_i - P_j. The
-    sums run in float64: G grows to C times the largest |g|, and a float32 G would put an
+def block_sums(log_g, ends, cu_ptr, N, start, SINGLE: tl.constexpr, C: tl.constexpr, BN: tl.constexpr):
+    """The block's sums of its log g [C] (zero past T), as (P, first, G, G_end): P the
+    block's running sum of g (float64), first [C] the first row s_i of each row's segment
+    (_segment_edges from `ends` and cu_seqlens; SINGLE, the block is one segment: 0), G (g
+    summed over the row's segment up to the row) and G_end (over the whole segment). With e_i
+    the last row of row i's segment, G_i = P_i - P_(s_i - 1) and G_end_i = P_(e_i) -
+    P_(s_i - 1); pair_decay takes P and first.
+    The sums run in float64: G grows to C times the largest |g|, and a float32 G would put an
     error of |G| * 2^-24 into every exponent, where only |G_i - G_j| * 2^-24 is due. One path
     for every block of a call, without a branch on whether a boundary cuts it: a branch merges
     both paths' registers (250 against 172 on sm_90a, Triton 3.9; docs/perf.md item 24)."""
-    i = tl.arange(0, C)
     g = log_g.to(tl.float64)
-    G = tl.cumsum(g, 0)
+    P = tl.cumsum(g, 0)
     if SINGLE:
-        G_end = tl.zeros_like(G) + tl.sum(g, 0)
-        causal = i[None, :] <= i[:, None]
-        exponent = G[:, None] - G[None, :]
+        first = tl.zeros([C], dtype=tl.int32)
+        G_end = tl.zeros_like(P) + tl.sum(g, 0)
+        G = P
     else:
         first, last = _segment_edges(ends, cu_ptr, N, start, C, BN)
-        causal = (i[None, :] <= i[:, None]) & (i[None, :] >= first[:, None])
-        exponent = G[:, None] - G[None, :]
-        before = tl.gather(G - g, first, 0)
-        G_end = tl.gather(G, last, 0) - before
-        G = G - before
-    decay = tl.exp(tl.where(causal, exponent.to(tl.float32), float("-inf")))
-    return G, G_end, decay
+        before = tl.gather(P - g, first, 0)
+        G_end = tl.gather(P, last, 0) - before
+        G = P - before
+    return P, first, G, G_end
+
+
+@triton.jit
+def pair_decay(P, first, C: tl.constexpr):
+    """decay [C, C]: exp(G_i - G_j) = exp(P_i - P_j) for the pairs (i, j) of one segment with
+    j <= i (first[i] <= j <= i), else 0 (P, first: block_sums). The prep makes it twice, for M
+    and for A, rather than hold a [C, C] tile across the products between them (registers:
+    docs/perf.md item 28)."""
+    i = tl.arange(0, C)
+    causal = (i[None, :] <= i[:, None]) & (i[None, :] >= first[:, None])
+    return tl.exp(tl.where(causal, (P[:, None] - P[None, :]).to(tl.float32), float("-inf")))
 
 
 @triton.jit
 def unit_lower_inverse(A, C: tl.constexpr, LOG_C: tl.constexpr):
-    """(I + A)^-1 for A [C, C] float32 strictly lower triangular (C = 2^LOG_C), by doubling
-    the diagonal blocks whose inverse is known. A block-lower-triangular matrix inverts as
+    """(I + A)^-1 for A [C, C] float32 strictly lower triangular (C = 2^LOG_C), as float16, by
+    doubling the diagonal blocks whose inverse is known. A block-lower-triangular matrix
+    inverts as
 
         [[X, 0], [L, Y]]^-1 = [[X^-1, 0], [-Y^-1 L X^-1, Y^-1]],
 
@@ -125,20 +133,22 @@ def unit_lower_inverse(A, C: tl.constexpr, LOG_C: tl.constexpr):
     agree above bit log2 b and differ at it):  T_2b = T_b - T_b (A_b T_b).  T_1 = I, so
     T_2 = I - A_1, then two products per level up to b = C/2. The operands are entries of A
     and of the inverse itself (of order 1 for the gates' A: no powers of A, whose entries
-    grow), so they go in as float16 with float32 sums; T's entries, once set, never change.
-    Each level's mask is made from the row and column indices, and A is kept as float16 after
-    the first level, so that no [C, C] index tile or float32 A stays live across the levels
-    (the prep's registers: docs/perf.md item 24)."""
+    grow), so they go in as float16 with float32 sums. T_b (A_b T_b) is nonzero only where
+    T_b is zero (rows and columns in different blocks of b rows), so T's entries, once set,
+    never change: T is kept as float16 throughout, the operand the products took anyway (the
+    stored Tb = T diag(beta) is rounded once more: 2^-11 of an entry at most). Each level's
+    mask is made from the row and column indices, and A is kept as float16, so that no [C, C]
+    index tile or float32 tile stays live across the levels (the prep's registers:
+    docs/perf.md items 24 and 28)."""
     i = tl.arange(0, C)
     row = i[:, None]
     col = i[None, :]
-    inverse = tl.where(row == col, 1.0, 0.0) - tl.where((row ^ col) == 1, A, 0.0)
     A16 = A.to(tl.float16)
+    inverse = (tl.where(row == col, 1.0, 0.0) - tl.where((row ^ col) == 1, A16, 0.0)).to(tl.float16)
     for bit in tl.static_range(1, LOG_C):
         level = ((row >> (bit + 1)) == (col >> (bit + 1))) & (((row >> bit) & 1) != ((col >> bit) & 1))
         part = tl.where(level, A16, 0.0)
-        inverse16 = inverse.to(tl.float16)
-        inverse -= tl.dot(inverse16, tl.dot(part, inverse16).to(tl.float16))
+        inverse -= tl.dot(inverse, tl.dot(part, inverse).to(tl.float16)).to(tl.float16)
     return inverse
 
 
@@ -155,7 +165,7 @@ def chunk_prep_kernel(
     scale e^G, e^(G_end - G) and e^G_end (G_end: G at the last token of each row's segment),
     and, from the first value head of each key head, k and q as float16 [C, D] tiles of
     block-major scratch [blocks, HQ, C, D] (zero past T). SINGLE: one sequence (no search
-    for segments; block_decay). WIDEN_BF16: take the bf16 products in float32 (Triton's interpreter
+    for segments; block_sums). WIDEN_BF16: take the bf16 products in float32 (Triton's interpreter
     computes bf16 tl.dot wrongly); they are exact either way. Also checks
     cu_seqlens (cu_seqlens_ok): program (0, 0) writes the flag every starting state adds, 0 or,
     for a malformed one, NaN; and then every program writes NaN into its block's output rows
@@ -177,17 +187,17 @@ def chunk_prep_kernel(
         copy = (block.to(IDX) * HQ + head // (HV // HQ)) * (C * D) + i[:, None] * D + tl.arange(0, D)[None, :]
         tl.store(k16_ptr + copy, k.to(tl.float16))
         tl.store(q16_ptr + copy, q.to(tl.float16))
-    G, G_end, decay = block_decay(log_g, upper, cu_ptr, N, start, SINGLE, C, BN)
-    kk = tl.dot(k, tl.trans(k))
-    qk = tl.dot(q, tl.trans(k))
-    tl.store(m_ptr + square, ((scale * decay) * qk).to(tl.float16))
+    P, first, G, G_end = block_sums(log_g, upper, cu_ptr, N, start, SINGLE, C, BN)
+    qk = tl.dot(q, tl.trans(k))  # q . k first, so that q is no longer live when k . k comes
+    tl.store(m_ptr + square, (scale * pair_decay(P, first, C) * qk).to(tl.float16))
     e_g = tl.exp(G.to(tl.float32))
     gates = gate_ptr + block_hv * (GATE_ROWS * C) + i
     tl.store(gates, e_g)
     tl.store(gates + C, scale * e_g)
     tl.store(gates + 2 * C, tl.exp((G_end - G).to(tl.float32)))
     tl.store(gates + 3 * C, tl.exp(G_end.to(tl.float32)))
-    A = tl.where(i[None, :] < i[:, None], beta[:, None] * decay * kk, 0.0)
+    kk = tl.dot(k, tl.trans(k))
+    A = tl.where(i[None, :] < i[:, None], beta[:, None] * pair_decay(P, first, C) * kk, 0.0)
     ok = cu_seqlens_ok(lower, upper, cu_first, cu_last, cu_ptr, N, T, BN)
     tl.store(tb_ptr + square, (unit_lower_inverse(A, C, LOG_C) * beta[None, :]).to(tl.float16))
     if ORDERED:
