@@ -111,9 +111,11 @@ def _prep_probes(module) -> list[Probe]:
 
 
 SWEEPS = {
+    # Capped at 168 registers: three 4-warp programs per multiprocessor; at 128: four (on an
+    # H200 0.6-2.4 us faster than 168 with 24-164 bytes spilled: docs/perf.md item 28).
     "PREP_TABLE": TableSweep(table="PREP_TABLE", bounds=("max_blocks",),
                              candidates=lambda module: [*(dict(warps=w, maxnreg=None) for w in (2, 4, 8)),
-                                                        dict(warps=4, maxnreg=168)],
+                                                        *(dict(warps=4, maxnreg=r) for r in (168, 128))],
                              probes=_prep_probes),
     "PASS_TABLE": TableSweep(table="PASS_TABLE", bounds=("max_pieces",), candidates=_launch_candidates,
                              probes=_pass_probes),
