@@ -30,6 +30,9 @@ PREFILL_TENSOR_ARGS = tuple(tensor_inputs(_PREFILL) + list(_PREFILL.outputs))
 ROOT = Path(__file__).resolve().parent.parent  # the checkout under test (conftest makes it the project)
 DEVICE = os.environ.get("GDN_TEST_DEVICE", "cpu")  # conftest: Triton's interpreter unless "cuda"
 SEED = int(os.environ["GDN_TEST_SEED"])  # set by conftest: fresh per run unless given
+# The Hopper kernels are Gluon for sm_90: they run only on such a GPU (not in the interpreter).
+ON_HOPPER = DEVICE != "cpu" and torch.cuda.get_device_capability()[0] == 9
+HOPPER_ONLY = "the Hopper pass is Gluon for sm_90 (no interpreter)"
 ALLOWED_THIRD_PARTY = {"torch", "triton"}  # what a submission may import besides the standard library
 KERNEL_PATH = ROOT / "solution" / "triton" / "kernel.py"
 TMA_PATH = KERNEL_PATH.parent / "kernel_tma.py"

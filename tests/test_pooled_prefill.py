@@ -18,7 +18,7 @@ from gdn_bench.checking import worst_margin
 from gdn_bench.definitions.prefill.definition import PREFILL
 from gdn_bench.definitions.prefill.mix import model_like_inputs
 from gdn_bench.definitions.prefill.reference import gdn_prefill
-from helpers import DEVICE, SEED, wrong_dtype
+from helpers import DEVICE, HOPPER_ONLY, ON_HOPPER, SEED, wrong_dtype
 
 sub = load_solution_file(PREFILL.submission_entry(), "gdn_prefill_pooled")
 HV, D = sub.NUM_V_HEADS, sub.HEAD_SIZE
@@ -106,10 +106,8 @@ def test_every_index_convention_token_walk(index_dtype):
     _call([3, 5, 2, 4, 1, 2, 3, 0, 0], KINDS_READS, KINDS_WRITES, POOL_SIZE, SEED, index_dtype)
 
 
-ON_HOPPER = DEVICE != "cpu" and torch.cuda.get_device_capability()[0] == 9
 # The chunked pass as the architecture takes it, and on Hopper the Gluon pass on every call too.
-PASSES = ("pass", pytest.param("hopper pass", marks=pytest.mark.skipif(
-    not ON_HOPPER, reason="the Hopper pass is Gluon for sm_90 (no interpreter)")))
+PASSES = ("pass", pytest.param("hopper pass", marks=pytest.mark.skipif(not ON_HOPPER, reason=HOPPER_ONLY)))
 
 
 @pytest.mark.parametrize("kind", PASSES)

@@ -20,7 +20,7 @@ from gdn_bench.definitions.prefill.reference import gdn_prefill
 from gdn_bench.shapes import HEAD_SIZE as D
 from gdn_bench.shapes import NUM_Q_HEADS as HQ
 from gdn_bench.shapes import NUM_V_HEADS as HV
-from helpers import DEVICE, SEED
+from helpers import DEVICE, HOPPER_ONLY, ON_HOPPER, SEED
 
 sub = load_solution_file(PREFILL.submission_entry(), "gdn_prefill_stages")
 prep = importlib.import_module("gdn_prefill_stages.prefill_prep")
@@ -310,8 +310,7 @@ def test_the_hopper_pass_s_descriptors_describe_the_prep_s_tiles():
     assert sub._descriptors(sub._new_call_plan(total, count, "sm100", True, False, False), buffer, v) == (None,) * 5
 
 
-@pytest.mark.skipif(DEVICE == "cpu" or torch.cuda.get_device_capability()[0] != 9,
-                    reason="the Hopper pass is Gluon for sm_90 (no interpreter)")
+@pytest.mark.skipif(not ON_HOPPER, reason=HOPPER_ONLY)
 @pytest.mark.parametrize("lengths", ([70, 0, 135, 64], [512] * 16, [100, 0, 900, 64, 3000], [64, 0, 0], [1024],
                                      [4096], [1, 8191], [300, 0, 5000, 3000]),
                          ids=("straddling", "16x512", "mixed", "empty at T", "one", "spans", "spans 1+8191",
