@@ -101,6 +101,12 @@ def _launch_candidates(module) -> list[dict]:
             for bv, w, s in itertools.product((16, 32, 64), (2, 4, 8), (1, 2, 3)) if _fills_vectors(bv, w)]
 
 
+def _pass_candidates(module) -> list[dict]:
+    """_launch_candidates, each with and without the L2 prefetch of the next block (the pass's)."""
+    return [dict(launch=candidate["launch"]._replace(prefetch=prefetch))
+            for candidate in _launch_candidates(module) for prefetch in (False, True)]
+
+
 def _walk_candidates(module) -> list[dict]:
     return [dict(launch=module.WalkLaunch(block_v=bv, warps=w, tile=t))
             for bv, w, t in itertools.product((2, 4, 8, 16, 32), (1, 2, 4), (1, 2, 4, 8)) if _fills_vectors(bv, w)]
@@ -117,7 +123,7 @@ SWEEPS = {
                              candidates=lambda module: [*(dict(warps=w, maxnreg=None) for w in (2, 4, 8)),
                                                         *(dict(warps=4, maxnreg=r) for r in (168, 128))],
                              probes=_prep_probes),
-    "PASS_TABLE": TableSweep(table="PASS_TABLE", bounds=("max_pieces",), candidates=_launch_candidates,
+    "PASS_TABLE": TableSweep(table="PASS_TABLE", bounds=("max_pieces",), candidates=_pass_candidates,
                              probes=_pass_probes),
     "SUMMARY_TABLE": TableSweep(table="SUMMARY_TABLE", bounds=("max_pieces",), candidates=_launch_candidates,
                                 probes=_span_probes),

@@ -41,7 +41,9 @@ decay, docs/perf.md) at bfloat16's rate; the operands are bounded by the inputs'
 Launches come from per-architecture tables (_table: "sm90" for Hopper, "sm100" for Blackwell,
 shared.arch_key), so a change of GPU changes data, not code. On sm_100 every kernel runs one
 stage: Triton's tcgen05 path has computed tl.dot recurrences wrongly with 2-3 stages, and one
-stage is outside every failure reported (docs/sm100.md).
+stage is outside every failure reported (docs/sm100.md); and each configuration is checked
+against the token walk on its first call there (prefill_guard), which moves the GPU to a safer
+plan if it fails.
 
 No host synchronization inside a call: sequence bounds are read on the device, grids come
 from shapes, and lengths are runtime arguments (no recompilation per T or N).
@@ -57,6 +59,7 @@ import torch
 import triton
 import triton.language as tl
 
+from .prefill_guard import guard_key, needs_check, record, rung, verdict
 from .prefill_maps import span_fixup_kernel, span_summary_kernel
 from .prefill_pass import span_pass_kernel
 from .prefill_pass_hopper import TILE_SCRATCH, hopper_pass_kernel, hopper_summary_kernel, tile_descriptors
@@ -65,7 +68,7 @@ from .prefill_spans import SpanSettings, span_plan
 from .prefill_walk import token_walk_kernel
 from .shared import (HEAD_SIZE, INTERPRETED, NUM_Q_HEADS, NUM_V_HEADS, Launcher, Tensor, arch_key, checked_pointers,
                      expect_indices, expect_pool, expect_rank, expect_write_indices, expected_specs, fitting_pointers,
-                     scale_value)
+                     recording, scale_value)
 
 # --- Tuning surface: every setting and launch table, chosen in _plan ----------------------
 # Measured on H100 and H200 (docs/perf.md, prefill items 17-20).
@@ -95,10 +98,13 @@ ORDER_MIN_PROGRAMS = 288
 
 class Launch(NamedTuple):
     """How a kernel that carries the state through blocks runs: BV columns of the state per
-    program, warps, software-pipelining stages of its block loop."""
+    program, warps, software-pipelining stages of its block loop; for the span pass, whether
+    each block step first asks the L2 for the next block's operands (prefill_carry.prefetch_block;
+    never in Triton's interpreter)."""
     block_v: int
     warps: int
     stages: int
+    prefetch: bool = False
 
 
 class PiecesRow(NamedTuple):
@@ -124,10 +130,13 @@ class PrepRow(NamedTuple):
 # the state's whole width per program). A tuner rewrites one architecture's rows.
 #
 # sm_90. The pass: few pieces: latency-bound, narrow tiles (more programs) and the next block's
-# operands prefetched (stages 2); more: wide tiles (each program loads a block's operands once
-# for 64 columns) and one stage. Measured on an H200 (docs/perf.md item 20): 32 columns with
-# one stage (the former middle row) and 16 with one stage compute wrongly under Triton 3.6
-# (an illegal address; worst margins of 100 and more), the interpreter right; not used.
+# operands prefetched (stages 2), and the one after asked of the L2 (prefetch: 31.6 -> 27.2 us at
+# 1 x 1024 on an H200, docs/perf.md item 29); more: wide tiles (each program loads a block's
+# operands once for 64 columns) and one stage (there the L2 prefetch was a wash: with the sm100
+# plan forced onto an H200, -1 to -2 % on 16 x 512, the kit's N = 22 and the long rows, +1 to
+# +2.5 % on 57 / 8192, 1 x 1024 and 1 x 4096). Measured on an H200 (docs/perf.md item 20): 32
+# columns with one stage (the former middle row) and 16 with one stage compute wrongly under
+# Triton 3.6 (an illegal address; worst margins of 100 and more), the interpreter right; not used.
 #
 # sm_90, the prep: from 33 blocks (more programs than two per multiprocessor) 4 warps capped at
 # 168 registers, three programs per multiprocessor instead of two. On an H200 (docs/perf.md item
@@ -146,6 +155,10 @@ class PrepRow(NamedTuple):
 # the prep at 8 warps costs 22-35 % on those rows (item 20), and at 4 warps it spills nothing
 # on sm_100a since item 22. Since item 28 it takes 155-168 registers there uncapped (Triton 3.6,
 # 3.7.1, 3.9; 202-250 before): three programs per multiprocessor instead of two, no cap needed.
+# No B200 has run it, so it is checked where it runs (prefill_guard): a configuration whose
+# outputs disagree with the token walk's on its first call moves the GPU to "sm100_mma" (the
+# same kernels at 2 warps: mma.sync, no tcgen05; 2.2x slower on the long calls), and from there
+# to "sm100_walk" (no chunked tables: every call walks its tokens, no tensor-core product).
 PREP_TABLE = {
     "sm90": (
         PrepRow(max_blocks=32, warps=4),
@@ -154,17 +167,23 @@ PREP_TABLE = {
     "sm100": (
         PrepRow(max_blocks=None, warps=4),
     ),
+    "sm100_mma": (
+        PrepRow(max_blocks=None, warps=2),
+    ),
     "interpreter": (
         PrepRow(max_blocks=None, warps=4),
     ),
 }
 PASS_TABLE = {
     "sm90": (
-        PiecesRow(max_pieces=2, launch=Launch(block_v=16, warps=4, stages=2)),
+        PiecesRow(max_pieces=2, launch=Launch(block_v=16, warps=4, stages=2, prefetch=True)),
         PiecesRow(max_pieces=None, launch=Launch(block_v=64, warps=4, stages=1)),
     ),
     "sm100": (
         PiecesRow(max_pieces=None, launch=Launch(block_v=64, warps=4, stages=1)),
+    ),
+    "sm100_mma": (
+        PiecesRow(max_pieces=None, launch=Launch(block_v=16, warps=2, stages=1)),
     ),
     "interpreter": (
         PiecesRow(max_pieces=None, launch=Launch(block_v=128, warps=4, stages=1)),
@@ -177,6 +196,9 @@ SUMMARY_TABLE = {
     ),
     "sm100": (
         PiecesRow(max_pieces=None, launch=Launch(block_v=64, warps=4, stages=1)),
+    ),
+    "sm100_mma": (
+        PiecesRow(max_pieces=None, launch=Launch(block_v=16, warps=2, stages=1)),
     ),
     "interpreter": (
         PiecesRow(max_pieces=None, launch=Launch(block_v=128, warps=4, stages=1)),
@@ -213,6 +235,9 @@ FIXUP_TABLE = {
     ),
     "sm100": (
         PiecesRow(max_pieces=None, launch=Launch(block_v=16, warps=4, stages=1)),
+    ),
+    "sm100_mma": (
+        PiecesRow(max_pieces=None, launch=Launch(block_v=16, warps=2, stages=1)),
     ),
     "interpreter": (
         PiecesRow(max_pieces=None, launch=Launch(block_v=128, warps=4, stages=1)),
@@ -254,13 +279,19 @@ WALK_TABLE = {
         WalkRow(max_mean_length=None, max_pairs=None, launch=WalkLaunch(block_v=128, warps=1, tile=4)),
     ),
 }
+# The sm100 ladder's lower rungs (prefill_guard) walk with sm100's rows; "sm100_walk" has no
+# other table, so every call walks there.
+_WALKS_AS = {"sm100_mma": "sm100", "sm100_walk": "sm100"}
 
 
 def _table(name, arch):
     """The rows of launch table `name` (PASS_TABLE, ...) for architecture `arch` (shared.arch_key),
     as the module holds them now (a tuner may have replaced them); none where the table has no
-    entry for `arch` (HOPPER_PASS_TABLE off Hopper). The one place a table is read
-    for a plan (_settings reads them too, for the cache of plans)."""
+    entry for `arch` (HOPPER_PASS_TABLE off Hopper); WALK_TABLE's of _WALKS_AS for the sm100
+    ladder's rungs. The one place a table is read for a plan (_settings reads them too, for the
+    cache of plans)."""
+    if name == "WALK_TABLE":
+        arch = _WALKS_AS.get(arch, arch)
     return globals()[name].get(arch, ())
 
 
@@ -321,7 +352,7 @@ def _plan(total, num_seqs, arch):
     """The Plan for T tokens in N sequences on architecture `arch` (shared.arch_key): the path
     and every launch, from the shapes only (the tables and settings at the top of this file),
     the same for kernel() and pooled_prefill(). The one place a path or a launch is chosen."""
-    if _walks(total, num_seqs):
+    if _walks(total, num_seqs) or not _table("PREP_TABLE", arch):
         return Plan(_walk_launch(total, num_seqs, _table("WALK_TABLE", arch)), None, 1, 1, None, None, None, False)
     span_blocks, spans = _span_plan(total, num_seqs)
     pieces = num_seqs * spans
@@ -371,8 +402,8 @@ def _settings(arch):
     on every call."""
     return (CHUNK, WALK_MAX_TOKENS, WALK_MAX_MEAN_LENGTH, SPAN_MIN_TOKENS, SPAN_MIN_BLOCKS, SPAN_MAX, SPAN_PIECES,
             ORDER_MIN_BLOCKS, ORDER_MIN_PROGRAMS, HOPPER_PASS_MIN_PIECES, HOPPER_PASS_MIN_BLOCKS, HOPPER_SUMMARY,
-            WALK_TABLE[arch], PREP_TABLE[arch], PASS_TABLE[arch], SUMMARY_TABLE[arch], FIXUP_TABLE[arch],
-            HOPPER_PASS_TABLE.get(arch))
+            *(_table(name, arch) for name in ("WALK_TABLE", "PREP_TABLE", "PASS_TABLE", "SUMMARY_TABLE", "FIXUP_TABLE",
+                                              "HOPPER_PASS_TABLE")))
 
 
 def _sizes(q, cu_seqlens):
@@ -573,7 +604,8 @@ def _new_call_plan(total, num_seqs, arch, has_state, pooled, scale_from_ptr):
         steps.append(_step(
             _launch_pass, (num_seqs * plan.spans * NUM_V_HEADS * (HEAD_SIZE // span_pass.block_v), 1, 1),
             dict(carried, q16_ptr="q16", m_ptr="m", enter_ptr="enter", out_ptr="output", new_state_ptr="new_state"),
-            dict(carry, BV=span_pass.block_v, STAGES=span_pass.stages), span_pass.warps))
+            dict(carry, BV=span_pass.block_v, STAGES=span_pass.stages, PREFETCH=span_pass.prefetch and not INTERPRETED),
+            span_pass.warps))
     return CallPlan(plan, tuple(steps), slots, scratch_bytes, constants)
 
 
@@ -596,15 +628,49 @@ def kernel(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_
     scale_float, scale_tensor = _resolve_scale(scale, device)
     if num_seqs == 0:
         return
-    call = _call_plan(total, num_seqs, arch_key(device), state is not None, False, scale_tensor is not None)
+    arch = rung(arch_key(device), device.index)
+    replan = functools.partial(_call_plan, total, num_seqs, has_state=state is not None, pooled=False,
+                               scale_from_ptr=scale_tensor is not None)
+    call = replan(arch)
     if state is None:  # the kernels read nothing through this pointer without a state
         state, pointers[_STATE] = new_state, pointers[-1]
     elif call.plan.spans > 1 and state.untyped_storage().data_ptr() == new_state.untyped_storage().data_ptr():
         state = state.clone()  # in place: the last span writes what span 0 reads, in one launch
         pointers[_STATE] = state.data_ptr()
     pointers += (None, None)  # no indices
-    _launch_call(call, (*tensors[:_STATE], state, *tensors[_STATE + 1:]), pointers, (None, None, None, scale_float),
-                 scale_tensor, device)
+    tensors = (*tensors[:_STATE], state, *tensors[_STATE + 1:])
+    extras = (None, None, None, scale_float)
+    call = _checked(call, arch, replan, tensors, pointers, extras, scale_tensor, device)
+    _launch_call(call, tensors, pointers, extras, scale_tensor, device)
+
+
+def _checked(call, arch, replan, tensors, pointers, extras, scale_tensor, device):
+    """The CallPlan a kernel() call runs: `call` (planned for `arch`; replan(arch) plans the
+    call for another), once prefill_guard has checked its configuration where it asks for that
+    (or found it checked), else the plan of the rung the check moved the device to, checked
+    there in turn. Each check runs the call twice by the plan and once by the token walk
+    ("sm100_walk") into NaN-filled outputs of its own, and waits for them."""
+    while not recording():
+        key = guard_key(call.steps, device.index)
+        if not needs_check(arch, key, device.type == "cuda" and torch.cuda.is_current_stream_capturing()):
+            break
+        walk = replan("sm100_walk")
+        runs = []
+        for plan in (call, call, walk):
+            output, new_state = (torch.full_like(tensor, float("nan")) for tensor in tensors[-2:])
+            _launch_call(plan, (*tensors[:-2], output, new_state),
+                         [*pointers[:_READ - 2], output.data_ptr(), new_state.data_ptr(), *pointers[_READ:]], extras,
+                         scale_tensor, device)
+            runs.append((output, new_state))
+        passed = verdict(*runs)
+        if passed is None:
+            break
+        lower = record(key, arch, passed)
+        if lower == arch:
+            break
+        arch = lower
+        call = replan(arch)
+    return call
 
 
 def pooled_prefill(q, k, v, state_pool, read_indices, A_log, a, dt_bias, b, cu_seqlens, scale, output,
@@ -643,7 +709,7 @@ def pooled_prefill(q, k, v, state_pool, read_indices, A_log, a, dt_bias, b, cu_s
     scale_float, scale_tensor = _resolve_scale(scale, device)
     if num_seqs == 0:
         return
-    call = _call_plan(total, num_seqs, arch_key(device), True, True, scale_tensor is not None)
+    call = _call_plan(total, num_seqs, rung(arch_key(device), device.index), True, True, scale_tensor is not None)
     q, k, v, A_log, a, dt_bias, b, cu_seqlens, output = tensors
     _launch_call(call, (q, k, v, state_pool, A_log, a, dt_bias, b, cu_seqlens, output, state_pool), pointers,
                  (read_indices, write_indices, pool_size, scale_float), scale_tensor, device)

@@ -28,14 +28,45 @@ from .prefill_prep import GATE_ROWS
 
 
 @triton.jit
+def prefetch_lines(base, count: tl.constexpr, stride: tl.constexpr, mask):
+    """Asks the L2 for the `count` lines at base + n * stride (n < count; stride: a line, 128
+    bytes, in base's elements) where `mask` holds: `prefetch.global.L2`, a hint that takes no
+    register, waits for nothing and cannot fault. Compiled kernels only (Triton's interpreter
+    runs no inline assembly)."""
+    tl.inline_asm_elementwise("{ .reg .pred p; setp.ne.s32 p, $2, 0; @p prefetch.global.L2 [$1]; mov.u32 $0, 0; }",
+                              "=r,l,r", [base + tl.arange(0, count) * stride, mask.to(tl.int32)],
+                              dtype=tl.int32, is_pure=False, pack=1)
+
+
+@triton.jit
+def prefetch_block(q16_ptr, k16_ptr, v_ptr, tb_ptr, m_ptr, gate_ptr, block, eos, head, col, ahead, use_v,
+                   OUTPUT: tl.constexpr, HQ: tl.constexpr, HV: tl.constexpr, D: tl.constexpr, C: tl.constexpr):
+    """Asks the L2 for the operands carry_blocks loads for `block` (where `ahead`): its float16
+    k (and q and M with OUTPUT) and Tb tiles, gates and the rows of v before eos from column
+    `col` (one line a row: BV * 2 <= 128 bytes), where use_v. Issued a block ahead, their DRAM
+    latency is paid while the block before is computed (one-stage loops do not pipeline loads)."""
+    block_hv = block * HV + head
+    qk = (block * HQ + head // (HV // HQ)) * (C * D)
+    prefetch_lines(k16_ptr + qk, C * D // 64, 64, ahead)
+    prefetch_lines(tb_ptr + block_hv * (C * C), C * C // 64, 64, ahead)
+    prefetch_lines(gate_ptr + block_hv * (GATE_ROWS * C), GATE_ROWS * C // 32, 32, ahead)
+    rows = block * C + tl.arange(0, C)
+    prefetch_lines(v_ptr + (block * C * HV + head) * D + col, C, HV * D, ahead & use_v & (rows < eos))
+    if OUTPUT:
+        prefetch_lines(q16_ptr + qk, C * D // 64, 64, ahead)
+        prefetch_lines(m_ptr + block_hv * (C * C), C * C // 64, 64, ahead)
+
+
+@triton.jit
 def carry_blocks(h, q16_ptr, k16_ptr, v_ptr, out_ptr, tb_ptr, m_ptr, gate_ptr, first, count, bos, eos, head, cols,
                  use_v, OUTPUT: tl.constexpr, HQ: tl.constexpr, HV: tl.constexpr, D: tl.constexpr, C: tl.constexpr,
-                 STAGES: tl.constexpr):
+                 STAGES: tl.constexpr, PREFETCH: tl.constexpr):
     """h [D, BV] (columns `cols` of H = S^T, float32) carried through `count` blocks from block
     `first` for the tokens bos <= t < eos of one value head, as the module says; v's columns
     where use_v [BV], else 0 (other segments' rows of q, k and v are masked to zero, which keeps
     them out: Tb and M do not mix segments); q16_ptr and k16_ptr are the prep's float16
-    copies. OUTPUT: O stored to out_ptr's columns `cols`.
+    copies. OUTPUT: O stored to out_ptr's columns `cols`. PREFETCH: each step first asks the L2
+    for the next block's operands (prefetch_block).
     With use_v false and h = I's columns this carries the blocks' transition H -> e^G_end H -
     K^T (e^(G_end - G) * Tb (e^G * K H)) instead."""
     i = tl.arange(0, C)
@@ -43,6 +74,9 @@ def carry_blocks(h, q16_ptr, k16_ptr, v_ptr, out_ptr, tb_ptr, m_ptr, gate_ptr, f
     for blk in tl.range(0, count, num_stages=STAGES):
         block = first + blk
         start = block * C
+        if PREFETCH:
+            prefetch_block(q16_ptr, k16_ptr, v_ptr, tb_ptr, m_ptr, gate_ptr, block + 1, eos, head, tl.min(cols, 0),
+                           blk + 1 < count, tl.max(use_v.to(tl.int32), 0) > 0, OUTPUT, HQ, HV, D, C)
         rows = start + i
         mine = (rows >= bos) & (rows < eos)
         block_hv = block * HV + head

@@ -57,7 +57,7 @@ def span_summary_kernel(
         else:
             h = tl.where((offs_d[:, None] == cols[None, :]) & (tile >= NV), 1.0, 0.0)
         h = carry_blocks(h, k16_ptr, k16_ptr, v_ptr, v_ptr, tb_ptr, tb_ptr, gate_ptr, first, count, bos, eos, head,
-                         cols, use_v, False, HQ, HV, D, C, STAGES)
+                         cols, use_v, False, HQ, HV, D, C, STAGES, False)
         slot = ((seq * J + span) * HV + head).to(tl.int64) * (D * D) + offs_d[:, None] * D + cols[None, :]
         if is_v:
             tl.store(span_n_ptr + slot, h)

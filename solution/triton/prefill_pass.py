@@ -17,7 +17,7 @@ def span_pass_kernel(
     state_ptr, cu_ptr, q16_ptr, k16_ptr, v_ptr, tb_ptr, m_ptr, gate_ptr, flag_ptr, order_ptr, enter_ptr, out_ptr,
     new_state_ptr, read_index_ptr, write_index_ptr, T, J, S, pool_size, SINGLE: tl.constexpr, ORDERED: tl.constexpr,
     HAS_STATE: tl.constexpr, POOLED: tl.constexpr, HQ: tl.constexpr, HV: tl.constexpr, D: tl.constexpr, C: tl.constexpr,
-    BV: tl.constexpr, STAGES: tl.constexpr,
+    BV: tl.constexpr, STAGES: tl.constexpr, PREFETCH: tl.constexpr,
 ):
     """One (sequence, span, value head, BV columns of V): the span's outputs by carry_blocks,
     from the sequence's state (span 0) or the state the fix-up found entering the span; the
@@ -50,7 +50,7 @@ def span_pass_kernel(
                 slot = ((seq * J + span) * HV + head).to(tl.int64) * (D * D)
                 h = tl.load(enter_ptr + slot + cols[None, :] * D + offs_d[:, None])
             h = carry_blocks(h, q16_ptr, k16_ptr, v_ptr, out_ptr, tb_ptr, m_ptr, gate_ptr, first, count, bos, eos, head,
-                             cols, cols < D, True, HQ, HV, D, C, STAGES)
+                             cols, cols < D, True, HQ, HV, D, C, STAGES, PREFETCH)
             if (span >= spans - 1) & writes:
                 tl.store(new_state_ptr + write_offs, h)
         else:

@@ -437,6 +437,11 @@ class _RecordingLauncher(Launcher):
         self.prepare(grid, args, constexprs, num_warps, device_index, options=options)()
 
 
+def recording():
+    """Whether recording_launches is in force (launches are recorded, nothing runs)."""
+    return bool(_RECORDS)
+
+
 class recording_launches:
     """Context manager: inside it, every launch of a Launcher of this package is recorded into
     the list it returns (LaunchRecord, in launch order) and nothing is launched or compiled,

@@ -1,0 +1,120 @@
+"""The sm_100 plan checked on the GPU that runs it: each compiled configuration of the chunked
+path, on its first call, against the token walk; a configuration that fails moves the device
+down a ladder of plans, the last of which has no tensor-core product at all.
+
+Why (docs/sm100.md): Triton's tcgen05 path (4 or more warps on sm_100 / sm_103) has computed
+`tl.dot` recurrences wrongly or nondeterministically in several releases (triton #9871, #10590,
+#10821, PR #10993). The sm100 plan (4 warps, one stage) lies outside every failing set reported,
+but no report says that it was tested on a Triton without the fix of #9871, and no B200 was at
+hand to test it. So on a GPU whose plan is in GUARDED, the first call of each configuration
+(GuardKey: the compiled kernels of its launches, and whether its grids are large enough for
+the reported races) is computed three times into scratch outputs: twice by the plan (the two
+must agree bit for bit) and once by the token walk (prefill_walk: the recurrence token by
+token in float32, no tl.dot), with which the plan's outputs and final states must agree
+within GUARD_MARGIN of the contest's tolerance. A configuration that passes is not checked
+again; one that fails moves the device one rung down LADDER (a warning says so), and the
+call is planned and checked again there. Then the call runs as planned, into its own outputs.
+
+The check reads the call's own inputs, waits on the device once and costs three runs of the
+call, once per configuration and process (the contest's evaluator warms every workload up
+before it times it). It is skipped, and the configuration left unchecked, while a CUDA graph
+is being captured (no waiting there) and where the walk's outputs hold NaN or infinities (a
+malformed cu_seqlens or such inputs: nothing to compare). pooled_prefill runs the rung its device
+is on, but its own configurations are not checked (a check would copy the pool). A kernel that
+faults (an illegal address) ends the process before any check can see it: the guard catches
+wrong and nondeterministic results only.
+
+Measured on an H200 with the sm100 plan forced (docs/perf.md item 29): a check costs 1.6-3.8 ms
+once per configuration; the span summary at 16 columns, 4 warps and one stage, which Triton 3.6
+computes wrongly there (infinities, nondeterministic), was caught and the call's outputs came
+from the sm100_mma rung, right.
+"""
+
+import warnings
+from typing import NamedTuple
+
+import torch
+import triton
+
+# The plans whose configurations are checked on first use, and the rung below each: the sm100
+# plan (tcgen05, 4 warps) -> the same kernels at 2 warps (mma.sync, no tcgen05; 2.2x slower on
+# the long calls, docs/sm100.md section 6) -> the token walk for every call (no product).
+GUARDED = ("sm100", "sm100_mma")
+LADDER = {"sm100": "sm100_mma", "sm100_mma": "sm100_walk"}
+# The plan's outputs and final states against the walk's: an element fails where its error
+# exceeds GUARD_MARGIN times both the contest's absolute and relative tolerances (1e-2). Both
+# paths are within ~0.55 of the tolerance of a float64 reference on the kit's stress inputs
+# (docs/perf.md item 28); the reported miscompiles are off by 50 to 10^5.
+GUARD_MARGIN = 2.0
+TOLERANCE = 1e-2
+LARGE_GRID = 128  # programs from which a launch counts as large (the races of #9871 needed ~160)
+
+_RUNGS = {}  # (device index, plan) -> the rung that device runs instead
+_PASSED = set()  # GuardKeys checked and passed
+
+
+class GuardKey(NamedTuple):
+    """What a check vouches for: the device, and each launch's kernel, constexprs, warps and
+    options; and whether any grid has LARGE_GRID programs or more."""
+    device: int
+    launches: tuple
+    large: bool
+
+
+def rung(arch, device_index):
+    """The plan device `device_index` runs where `arch` (shared.arch_key) is planned: `arch`,
+    or the rung a failed check moved it to."""
+    return _RUNGS.get((device_index, arch), arch)
+
+
+def guard_key(steps, device_index):
+    """The GuardKey of a call's launches (prefill.Step)."""
+    largest = max((grid[0] * grid[1] * grid[2] for grid in (step.grid for step in steps)), default=0)
+    launches = tuple((step.launcher.fn.__name__, step.constexprs, step.warps, step.options) for step in steps)
+    return GuardKey(device_index, launches, largest >= LARGE_GRID)
+
+
+def needs_check(arch, key, capturing):
+    """Whether a call planned for `arch` with GuardKey `key` is checked first."""
+    return arch in GUARDED and key not in _PASSED and not capturing
+
+
+def verdict(first, second, walked):
+    """The check of one configuration from its outputs: `first` and `second`, the plan's
+    (output, new_state) of two runs of one call, `walked` the token walk's. True: the runs agree
+    bit for bit and with the walk (worst_margin at most GUARD_MARGIN); False: they do not; None:
+    the walk's hold NaN or infinities (nothing to compare)."""
+    if not all(torch.isfinite(tensor).all() for tensor in walked):
+        return None
+    same = all(torch.equal(a.view(_BITS[a.dtype]), b.view(_BITS[b.dtype])) for a, b in zip(first, second))
+    return same and all(worst_margin(a, w) <= GUARD_MARGIN for a, w in zip(first, walked))
+
+
+_BITS = {torch.bfloat16: torch.int16, torch.float32: torch.int32}
+
+
+def worst_margin(got, want):
+    """The largest error of `got` in units of the contest's tolerance: per element, the
+    error over TOLERANCE and over TOLERANCE * |want|, the smaller (an element fails the contest's
+    check where both exceed 1); NaN and infinities count as failing without bound."""
+    got, want = got.double(), want.double()
+    error = (got - want).abs()
+    margin = torch.where(error == 0, 0.0, torch.minimum(error / TOLERANCE, error / (TOLERANCE * want.abs())))
+    return float(torch.nan_to_num(margin, nan=float("inf")).max()) if margin.numel() else 0.0
+
+
+def record(key, arch, passed):
+    """Keep what a check of `key` under `arch` found: a pass, or the device moved one rung down
+    LADDER (with a warning). Returns the plan to run next on the device."""
+    if passed:
+        _PASSED.add(key)
+        return arch
+    lower = LADDER[arch]
+    _RUNGS[(key.device, arch)] = lower
+    for planned, now in _RUNGS.items():  # whatever plan was moved to `arch` on this device
+        if planned[0] == key.device and now == arch:
+            _RUNGS[planned] = lower
+    warnings.warn(f"gdn prefill: the {arch} plan's kernels disagree with the token walk on this GPU (Triton "
+                  f"{triton.__version__}): this process runs the {lower} plan on it from now on", RuntimeWarning,
+                  stacklevel=3)
+    return lower
