@@ -29,6 +29,7 @@ def fresh_guard(monkeypatch):
     interpreter the ladder's plans take the interpreter's launches (each program costs
     milliseconds there whatever its tile), on a GPU their own; spans on short calls."""
     monkeypatch.setattr(guard, "_PASSED", set())
+    monkeypatch.setattr(guard, "_PASSED_PLANS", {})
     monkeypatch.setattr(guard, "_RUNGS", {})
     if DEVICE == "cpu":
         for name in ("WALK_TABLE", "PREP_TABLE", "PASS_TABLE", "SUMMARY_TABLE", "FIXUP_TABLE"):
@@ -77,11 +78,11 @@ def test_worst_margin_is_the_contests():
     assert guard.worst_margin(torch.tensor([10.0, 0.0, float("nan"), 1.0]), want) == float("inf")
 
 
-def _checked_call(seed):
+def _checked_call(seed, lengths=LENGTHS):
     """One kernel() call planned for sm_100, checked against float64; the warnings it gave."""
     with shared.planning_for(BLACKWELL), warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        call_and_check(sub.kernel, LENGTHS, True, "none", seed, DEVICE, "sm100 plan")
+        call_and_check(sub.kernel, lengths, True, "none", seed, DEVICE, "sm100 plan")
     return [w for w in caught if issubclass(w.category, RuntimeWarning) and "gdn prefill" in str(w.message)]
 
 
@@ -100,7 +101,13 @@ def test_a_passing_plan_is_checked_once():
     assert _checked_call(SEED + 1) == []
     assert _rung() == "sm100" and len(guard._PASSED) == 1
     assert _checked_call(SEED + 2) == []
-    assert len(guard._PASSED) == 1
+    assert len(guard._PASSED) == 1 and len(guard._PASSED_PLANS) == 1
+
+
+def test_a_walked_call_is_not_checked():
+    """A call the plan walks (a few tokens a sequence) is not checked: the walk is the reference."""
+    assert _checked_call(SEED + 5, [2, 3]) == []
+    assert guard._PASSED == set() and _rung() == "sm100"
 
 
 def test_failing_checks_walk_down_the_ladder(monkeypatch):

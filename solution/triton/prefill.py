@@ -59,7 +59,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .prefill_guard import guard_key, needs_check, record, rung, verdict
+from .prefill_guard import record, rung, unchecked, verdict
 from .prefill_maps import span_fixup_kernel, span_summary_kernel
 from .prefill_pass import span_pass_kernel
 from .prefill_pass_hopper import TILE_SCRATCH, hopper_pass_kernel, hopper_summary_kernel, tile_descriptors
@@ -651,9 +651,9 @@ def _checked(call, arch, replan, tensors, pointers, extras, scale_tensor, device
     there in turn. Each check runs the call twice by the plan and once by the token walk
     ("sm100_walk") into NaN-filled outputs of its own, and waits for them."""
     while not recording():
-        key = guard_key(call.steps, device.index)
-        if not needs_check(arch, key, device.type == "cuda" and torch.cuda.is_current_stream_capturing()):
-            break
+        key = unchecked(arch, call, device.index)
+        if key is None or (device.type == "cuda" and torch.cuda.is_current_stream_capturing()):
+            break  # no check while a graph is captured (it cannot wait): the next call checks
         walk = replan("sm100_walk")
         runs = []
         for plan in (call, call, walk):
@@ -665,7 +665,7 @@ def _checked(call, arch, replan, tensors, pointers, extras, scale_tensor, device
         passed = verdict(*runs)
         if passed is None:
             break
-        lower = record(key, arch, passed)
+        lower = record(call, key, arch, passed)
         if lower == arch:
             break
         arch = lower

@@ -14,6 +14,7 @@ token in float32, no tl.dot), with which the plan's outputs and final states mus
 within GUARD_MARGIN of the contest's tolerance. A configuration that passes is not checked
 again; one that fails moves the device one rung down LADDER (a warning says so), and the
 call is planned and checked again there. Then the call runs as planned, into its own outputs.
+A call the plan walks is not checked: the walk is the reference.
 
 The check reads the call's own inputs, waits on the device once and costs three runs of the
 call, once per configuration and process (the contest's evaluator warms every workload up
@@ -24,10 +25,10 @@ is on, but its own configurations are not checked (a check would copy the pool).
 faults (an illegal address) ends the process before any check can see it: the guard catches
 wrong and nondeterministic results only.
 
-Measured on an H200 with the sm100 plan forced (docs/perf.md item 29): a check costs 1.6-3.8 ms
-once per configuration; the span summary at 16 columns, 4 warps and one stage, which Triton 3.6
-computes wrongly there (infinities, nondeterministic), was caught and the call's outputs came
-from the sm100_mma rung, right.
+Measured on an H200 with the sm100 plan forced (docs/perf.md item 29): a check costs 1.4-3.3
+ms once per configuration (then 0.28 us of host time a call); the span summary at 16 columns,
+4 warps and one stage, which Triton 3.6 computes wrongly there (infinities, nondeterministic),
+was caught and the call's outputs came from the sm100_mma rung, right.
 """
 
 import warnings
@@ -51,6 +52,11 @@ LARGE_GRID = 128  # programs from which a launch counts as large (the races of #
 
 _RUNGS = {}  # (device index, plan) -> the rung that device runs instead
 _PASSED = set()  # GuardKeys checked and passed
+# The calls' plans (prefill.CallPlan) known to have passed, by (id, device index) -> the plan
+# itself (which keeps its id from being reused): a call's check in ~0.1 us instead of making its
+# GuardKey (~5 us). At most _KEPT_PASSED; more forget them all (the GuardKeys stay).
+_PASSED_PLANS = {}
+_KEPT_PASSED = 1024
 
 
 class GuardKey(NamedTuple):
@@ -74,9 +80,24 @@ def guard_key(steps, device_index):
     return GuardKey(device_index, launches, largest >= LARGE_GRID)
 
 
-def needs_check(arch, key, capturing):
-    """Whether a call planned for `arch` with GuardKey `key` is checked first."""
-    return arch in GUARDED and key not in _PASSED and not capturing
+def unchecked(arch, call, device_index):
+    """The GuardKey of `call` (a prefill.CallPlan planned for `arch` on device `device_index`) where
+    it is to be checked first, else None: `arch` is not GUARDED, the call walks its tokens (the
+    walk is the reference) or its configuration passed before."""
+    if arch not in GUARDED or call.plan.walk is not None or _PASSED_PLANS.get((id(call), device_index)) is call:
+        return None
+    key = guard_key(call.steps, device_index)
+    if key in _PASSED:
+        _remember(call, device_index)
+        return None
+    return key
+
+
+def _remember(call, device_index):
+    """Keep `call` among the plans known to have passed (_PASSED_PLANS)."""
+    if len(_PASSED_PLANS) >= _KEPT_PASSED:
+        _PASSED_PLANS.clear()
+    _PASSED_PLANS[(id(call), device_index)] = call
 
 
 def verdict(first, second, walked):
@@ -103,11 +124,12 @@ def worst_margin(got, want):
     return float(torch.nan_to_num(margin, nan=float("inf")).max()) if margin.numel() else 0.0
 
 
-def record(key, arch, passed):
-    """Keep what a check of `key` under `arch` found: a pass, or the device moved one rung down
-    LADDER (with a warning). Returns the plan to run next on the device."""
+def record(call, key, arch, passed):
+    """Keep what a check of `call` (GuardKey `key`) under `arch` found: a pass, or the device moved
+    one rung down LADDER (with a warning). Returns the plan to run next on the device."""
     if passed:
         _PASSED.add(key)
+        _remember(call, key.device)
         return arch
     lower = LADDER[arch]
     _RUNGS[(key.device, arch)] = lower
