@@ -1,9 +1,9 @@
 """solution/triton/prefill_guard.py: the sm_100 plan checked where it runs. The verdict on real
 outputs (bitwise repeats, the contest's tolerance against the token walk, nothing to compare);
-then kernel() planned for sm_100 (shared.planning_for): a configuration that passes is checked
-once, one that fails walks the device down the ladder to the token walk, and every call's
-outputs stay right against float64 throughout (helpers.call_and_check: poisoned outputs, every
-element written)."""
+then kernel() and pooled_prefill() planned for sm_100 (shared.planning_for): a configuration
+that passes is checked once, one that fails walks the device down the ladder to the token walk,
+and every call's outputs stay right against float64 throughout (helpers.call_and_check:
+poisoned outputs, every element written; pooled: every slot as it should be)."""
 
 import importlib
 import warnings
@@ -12,7 +12,10 @@ import pytest
 import torch
 
 from gdn_bench.algos import load_solution_file
+from gdn_bench.checking import worst_margin
 from gdn_bench.definitions.prefill.definition import PREFILL
+from gdn_bench.definitions.prefill.mix import model_like_inputs
+from gdn_bench.definitions.prefill.reference import gdn_prefill
 from helpers import DEVICE, SEED, call_and_check, prefill_kernel_args, PREFILL_CALL_ORDER
 
 PACKAGE = "gdn_prefill_guard_submission"
@@ -21,6 +24,7 @@ guard = importlib.import_module(f"{PACKAGE}.prefill_guard")
 shared = importlib.import_module(f"{PACKAGE}.shared")
 BLACKWELL = (10, 0)
 LENGTHS = [70, 0, 20]  # chunked, spans forced below: every kernel of the ladder's plans
+SHORT = [40, 0, 15]  # chunked, one block a sequence: the ladder's tests (the walk costs most here)
 
 
 @pytest.fixture(autouse=True)
@@ -115,11 +119,11 @@ def test_failing_checks_walk_down_the_ladder(monkeypatch):
     plan to sm100_mma and then to the token walk, with a warning each; the call's own outputs
     are the walk's and right; later calls, pooled_prefill's too, plan the walk."""
     monkeypatch.setattr(guard, "GUARD_MARGIN", -1.0)
-    caught = _checked_call(SEED + 3)
+    caught = _checked_call(SEED + 3, SHORT)
     assert [str(w.message).split(" plan")[0] for w in caught] == ["gdn prefill: the sm100", "gdn prefill: the sm100_mma"]
     assert _rung() == "sm100_walk" and guard.rung("sm100_mma", _index()) == "sm100_walk"
     with shared.planning_for(BLACKWELL), shared.recording_launches() as launches:
-        args = prefill_kernel_args(DEVICE, LENGTHS)
+        args = prefill_kernel_args(DEVICE, SHORT)
         sub.kernel(*(args[name] for name in PREFILL_CALL_ORDER))
         pool = torch.zeros(4, 8, 128, 128, device=DEVICE)
         indices = torch.tensor([2, 0, 3], dtype=torch.int32, device=DEVICE)
@@ -136,3 +140,37 @@ def test_recording_checks_nothing():
         sub.kernel(*(args[name] for name in PREFILL_CALL_ORDER))
     assert "token_walk_kernel" not in [launch.fn.__name__ for launch in launches]
     assert guard._PASSED == set()
+
+
+def test_pooled_calls_are_checked():
+    """pooled_prefill's configurations are checked too, each run over a pool of its own (the
+    caller's is untouched by the check; the ladder is kernel()'s, tested above): the call passes
+    and runs on the sm100 plan, its outputs (zero for padding) and written slots right, no other
+    slot changed."""
+    lengths, reads, writes = [40, 0, 15, 9], [3, 0, -1, 2], [1, 4, -1, 2]
+    gen = torch.Generator().manual_seed(SEED + 7)
+    names = ("q", "k", "v", "A_log", "a", "dt_bias", "b", "cu_seqlens")
+    inputs = {n: t for n, t in model_like_inputs(lengths, gen, "cpu", with_state=False).items() if n in names}
+    pool = torch.randn(5, 8, 128, 128, generator=gen)
+    start = torch.stack([pool[r] if r >= 0 else torch.zeros(8, 128, 128) for r in reads])
+    ref_out, ref_state = gdn_prefill(**inputs, state=start, scale=None, compute_dtype=torch.float64)
+    on = {n: t.to(DEVICE) for n, t in inputs.items()}
+    after, output = pool.to(DEVICE), torch.full((sum(lengths), 8, 128), float("nan"), dtype=torch.bfloat16, device=DEVICE)
+    indices = [torch.tensor(i, dtype=torch.int32, device=DEVICE) for i in (reads, writes)]
+    with shared.planning_for(BLACKWELL), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        sub.pooled_prefill(on["q"], on["k"], on["v"], after, indices[0], on["A_log"], on["a"], on["dt_bias"], on["b"],
+                           on["cu_seqlens"], None, output, indices[1])
+    assert not [w for w in caught if "gdn prefill" in str(w.message)]
+    assert _rung() == "sm100" and len(guard._PASSED) == 1
+    after, output, ends = after.cpu(), output.cpu(), inputs["cu_seqlens"].tolist()
+    for n, (r, w) in enumerate(zip(reads, writes)):
+        rows = slice(ends[n], ends[n + 1])
+        if r < 0:
+            assert torch.equal(output[rows], torch.zeros_like(output[rows])), f"padding sequence {n}"
+            continue
+        assert worst_margin(output[rows], ref_out[rows]) <= 1, f"sequence {n} outputs"
+        final = pool[r] if lengths[n] == 0 else ref_state[n]  # pooled: an empty sequence keeps its state
+        assert worst_margin(after[w], final) <= 1, f"sequence {n} final state"
+    untouched = [slot for slot in range(5) if slot not in writes]
+    assert torch.equal(after[untouched], pool[untouched])

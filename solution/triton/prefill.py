@@ -640,29 +640,31 @@ def kernel(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_
     pointers += (None, None)  # no indices
     tensors = (*tensors[:_STATE], state, *tensors[_STATE + 1:])
     extras = (None, None, None, scale_float)
-    call = _checked(call, arch, replan, tensors, pointers, extras, scale_tensor, device)
+
+    def aside(plan):
+        """The call by `plan` into NaN-filled outputs of its own: (output, new_state)."""
+        output, new_state = (torch.full_like(tensor, float("nan")) for tensor in tensors[-2:])
+        _launch_call(plan, (*tensors[:-2], output, new_state),
+                     [*pointers[:_READ - 2], output.data_ptr(), new_state.data_ptr(), *pointers[_READ:]], extras,
+                     scale_tensor, device)
+        return output, new_state
+
+    call = _checked(call, arch, replan, aside, device)
     _launch_call(call, tensors, pointers, extras, scale_tensor, device)
 
 
-def _checked(call, arch, replan, tensors, pointers, extras, scale_tensor, device):
-    """The CallPlan a kernel() call runs: `call` (planned for `arch`; replan(arch) plans the
-    call for another), once prefill_guard has checked its configuration where it asks for that
-    (or found it checked), else the plan of the rung the check moved the device to, checked
-    there in turn. Each check runs the call twice by the plan and once by the token walk
-    ("sm100_walk") into NaN-filled outputs of its own, and waits for them."""
+def _checked(call, arch, replan, aside, device):
+    """The CallPlan a call runs: `call` (planned for `arch`; replan(arch) plans the call for
+    another), once prefill_guard has checked its configuration where it asks for that (or
+    found it checked), else the plan of the rung the check moved the device to, checked there
+    in turn. aside(plan) runs the call by `plan` where it changes nothing of the caller's and
+    returns what it wrote (outputs and final states); a check runs it twice by the plan and once
+    by the token walk ("sm100_walk"), and waits for them."""
     while not recording():
         key = unchecked(arch, call, device.index)
         if key is None or (device.type == "cuda" and torch.cuda.is_current_stream_capturing()):
             break  # no check while a graph is captured (it cannot wait): the next call checks
-        walk = replan("sm100_walk")
-        runs = []
-        for plan in (call, call, walk):
-            output, new_state = (torch.full_like(tensor, float("nan")) for tensor in tensors[-2:])
-            _launch_call(plan, (*tensors[:-2], output, new_state),
-                         [*pointers[:_READ - 2], output.data_ptr(), new_state.data_ptr(), *pointers[_READ:]], extras,
-                         scale_tensor, device)
-            runs.append((output, new_state))
-        passed = verdict(*runs)
+        passed = verdict(aside(call), aside(call), aside(replan("sm100_walk")))
         if passed is None:
             break
         lower = record(call, key, arch, passed)
@@ -709,8 +711,27 @@ def pooled_prefill(q, k, v, state_pool, read_indices, A_log, a, dt_bias, b, cu_s
     scale_float, scale_tensor = _resolve_scale(scale, device)
     if num_seqs == 0:
         return
-    call = _call_plan(total, num_seqs, rung(arch_key(device), device.index), True, True, scale_tensor is not None)
+    arch = rung(arch_key(device), device.index)
+    replan = functools.partial(_call_plan, total, num_seqs, has_state=True, pooled=True,
+                               scale_from_ptr=scale_tensor is not None)
     q, k, v, A_log, a, dt_bias, b, cu_seqlens, output = tensors
+
+    def aside(plan):
+        """The call by `plan` over a pool of its own, slot n sequence n's read slot (padding and
+        out-of-range indices kept so), into a NaN-filled output: (output, that pool)."""
+        slots = torch.arange(num_seqs, device=device, dtype=read_indices.dtype)
+        reads = torch.where(read_indices < 0, -1, torch.where(read_indices < pool_size, slots, num_seqs))
+        writes = torch.where(write_indices < 0, -1, torch.where(write_indices < pool_size, slots, num_seqs))
+        pool = (state_pool[read_indices.clamp(0, pool_size - 1)] if pool_size
+                else state_pool.new_zeros((num_seqs, *_POOL_ROW)))  # no slot: every index out of range
+        out = torch.full_like(output, float("nan"))
+        reads, writes = reads.to(read_indices.dtype), writes.to(read_indices.dtype)
+        mine, _, _ = _pooled_pointers((*tensors[:-1], out), pool, reads, writes, expected, num_seqs, device)
+        _launch_call(plan, (q, k, v, pool, A_log, a, dt_bias, b, cu_seqlens, out, pool), mine,
+                     (reads, writes, num_seqs, scale_float), scale_tensor, device)
+        return out, pool
+
+    call = _checked(replan(arch), arch, replan, aside, device)
     _launch_call(call, (q, k, v, state_pool, A_log, a, dt_bias, b, cu_seqlens, output, state_pool), pointers,
                  (read_indices, write_indices, pool_size, scale_float), scale_tensor, device)
 

@@ -20,10 +20,10 @@ The check reads the call's own inputs, waits on the device once and costs three 
 call, once per configuration and process (the contest's evaluator warms every workload up
 before it times it). It is skipped, and the configuration left unchecked, while a CUDA graph
 is being captured (no waiting there) and where the walk's outputs hold NaN or infinities (a
-malformed cu_seqlens or such inputs: nothing to compare). pooled_prefill runs the rung its device
-is on, but its own configurations are not checked (a check would copy the pool). A kernel that
-faults (an illegal address) ends the process before any check can see it: the guard catches
-wrong and nondeterministic results only.
+malformed cu_seqlens or such inputs: nothing to compare). pooled_prefill's configurations are
+checked the same way, each run over a pool of its own holding the slots the call reads (the
+caller's pool is not touched). A kernel that faults (an illegal address) ends the process
+before any check can see it: the guard catches wrong and nondeterministic results only.
 
 Measured on an H200 with the sm100 plan forced (docs/perf.md item 29): a check costs 1.4-3.3
 ms once per configuration (then 0.28 us of host time a call); the span summary at 16 columns,
