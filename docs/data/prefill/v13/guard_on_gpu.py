@@ -64,3 +64,24 @@ elif MODE.startswith("miscompile"):
     print(f"UNGUARDED {margins(lengths)}", flush=True)
     guard.GUARDED = GUARDED
     print(f"GUARDED   {margins(lengths)} rungs {guard._RUNGS}", flush=True)
+if MODE == "pooled_miscompile":
+    sub.SUMMARY_TABLE["sm100"] = (sub.PiecesRow(None, sub.Launch(block_v=16, warps=4, stages=1)),)
+    lengths = [4096, 2048]
+    args = inputs(lengths); T, N = sum(lengths), len(lengths)
+    q, k, v, state, A_log, a, dt_bias, b, cu, scale = args
+    ro, rs = gdn_prefill(*args, compute_dtype=torch.float64)
+    def pooled():
+        pool = torch.randn(6, 8, 128, 128, device="cuda")
+        reads = torch.tensor([4, 1], dtype=torch.int32, device="cuda")
+        pool[reads] = state
+        out = torch.full((T, 8, 128), float("nan"), dtype=torch.bfloat16, device="cuda")
+        with shared.planning_for((10, 0)), warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            sub.pooled_prefill(q, k, v, pool, reads, A_log, a, dt_bias, b, cu, scale, out)
+        torch.cuda.synchronize()
+        return f"out {worst_margin(out, ro):.3f} state {max(worst_margin(pool[4], rs[0]), worst_margin(pool[1], rs[1])):.3f} warnings {[str(m.message)[:60] for m in w]} rungs {guard._RUNGS}"
+    GUARDED = guard.GUARDED
+    guard.GUARDED = ()
+    print(f"POOLED UNGUARDED {pooled()}", flush=True)
+    guard.GUARDED = GUARDED
+    print(f"POOLED GUARDED   {pooled()}", flush=True)
