@@ -68,7 +68,7 @@ from .prefill_spans import SpanSettings, span_plan
 from .prefill_walk import token_walk_kernel
 from .shared import (HEAD_SIZE, INTERPRETED, NUM_Q_HEADS, NUM_V_HEADS, Launcher, Tensor, arch_key, checked_pointers,
                      expect_indices, expect_pool, expect_rank, expect_write_indices, expected_specs, fitting_pointers,
-                     recording, scale_value)
+                     scale_value)
 
 # --- Tuning surface: every setting and launch table, chosen in _plan ----------------------
 # Measured on H100 and H200 (docs/perf.md, prefill items 17-20).
@@ -628,10 +628,8 @@ def kernel(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_
     scale_float, scale_tensor = _resolve_scale(scale, device)
     if num_seqs == 0:
         return
-    arch = rung(arch_key(device), device.index)
-    replan = functools.partial(_call_plan, total, num_seqs, has_state=state is not None, pooled=False,
-                               scale_from_ptr=scale_tensor is not None)
-    call = replan(arch)
+    arch, has_state = rung(arch_key(device), device.index), state is not None
+    call = _call_plan(total, num_seqs, arch, has_state, False, scale_tensor is not None)
     if state is None:  # the kernels read nothing through this pointer without a state
         state, pointers[_STATE] = new_state, pointers[-1]
     elif call.plan.spans > 1 and state.untyped_storage().data_ptr() == new_state.untyped_storage().data_ptr():
@@ -640,38 +638,42 @@ def kernel(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_
     pointers += (None, None)  # no indices
     tensors = (*tensors[:_STATE], state, *tensors[_STATE + 1:])
     extras = (None, None, None, scale_float)
-
-    def aside(plan):
-        """The call by `plan` into NaN-filled outputs of its own: (output, new_state)."""
-        output, new_state = (torch.full_like(tensor, float("nan")) for tensor in tensors[-2:])
-        _launch_call(plan, (*tensors[:-2], output, new_state),
-                     [*pointers[:_READ - 2], output.data_ptr(), new_state.data_ptr(), *pointers[_READ:]], extras,
-                     scale_tensor, device)
-        return output, new_state
-
-    call = _checked(call, arch, replan, aside, device)
+    key = unchecked(arch, call, device)
+    if key is not None:  # prefill_guard: the configuration's first call
+        replan = functools.partial(_call_plan, total, num_seqs, has_state=has_state, pooled=False,
+                                   scale_from_ptr=scale_tensor is not None)
+        call = _checked(call, key, arch, replan, functools.partial(_aside, tensors, pointers, extras, scale_tensor,
+                                                                   device), device)
     _launch_call(call, tensors, pointers, extras, scale_tensor, device)
 
 
-def _checked(call, arch, replan, aside, device):
-    """The CallPlan a call runs: `call` (planned for `arch`; replan(arch) plans the call for
-    another), once prefill_guard has checked its configuration where it asks for that (or
-    found it checked), else the plan of the rung the check moved the device to, checked there
-    in turn. aside(plan) runs the call by `plan` where it changes nothing of the caller's and
-    returns what it wrote (outputs and final states); a check runs it twice by the plan and once
-    by the token walk ("sm100_walk"), and waits for them."""
-    while not recording():
-        key = unchecked(arch, call, device.index)
-        if key is None or (device.type == "cuda" and torch.cuda.is_current_stream_capturing()):
-            break  # no check while a graph is captured (it cannot wait): the next call checks
+def _aside(tensors, pointers, extras, scale_tensor, device, plan):
+    """kernel()'s call (its checked `tensors`, `pointers`, `extras`) by `plan` into NaN-filled
+    outputs of its own: (output, new_state)."""
+    output, new_state = (torch.full_like(tensor, float("nan")) for tensor in tensors[-2:])
+    _launch_call(plan, (*tensors[:-2], output, new_state),
+                 [*pointers[:_READ - 2], output.data_ptr(), new_state.data_ptr(), *pointers[_READ:]], extras,
+                 scale_tensor, device)
+    return output, new_state
+
+
+def _checked(call, key, arch, replan, aside, device):
+    """The CallPlan a call runs: `call` (planned for `arch`; prefill_guard.unchecked gave its
+    GuardKey `key`: it is to be checked), once its configuration passed prefill_guard's check,
+    else the plan of the rung the check moved the device to, checked there in turn.
+    replan(arch) plans the call for another architecture; aside(plan) runs the call by `plan`
+    where it changes nothing of the caller's and returns what it wrote (outputs and final
+    states). A check runs it twice by the plan and once by the token walk ("sm100_walk") and
+    waits for them, so none is made while a CUDA graph is captured (the next call checks)."""
+    while key is not None and not (device.type == "cuda" and torch.cuda.is_current_stream_capturing()):
         passed = verdict(aside(call), aside(call), aside(replan("sm100_walk")))
         if passed is None:
             break
         lower = record(call, key, arch, passed)
         if lower == arch:
             break
-        arch = lower
-        call = replan(arch)
+        arch, call = lower, replan(lower)
+        key = unchecked(arch, call, device)
     return call
 
 
@@ -712,28 +714,36 @@ def pooled_prefill(q, k, v, state_pool, read_indices, A_log, a, dt_bias, b, cu_s
     if num_seqs == 0:
         return
     arch = rung(arch_key(device), device.index)
-    replan = functools.partial(_call_plan, total, num_seqs, has_state=True, pooled=True,
-                               scale_from_ptr=scale_tensor is not None)
+    call = _call_plan(total, num_seqs, arch, True, True, scale_tensor is not None)
     q, k, v, A_log, a, dt_bias, b, cu_seqlens, output = tensors
-
-    def aside(plan):
-        """The call by `plan` over a pool of its own, slot n sequence n's read slot (padding and
-        out-of-range indices kept so), into a NaN-filled output: (output, that pool)."""
-        slots = torch.arange(num_seqs, device=device, dtype=read_indices.dtype)
-        reads = torch.where(read_indices < 0, -1, torch.where(read_indices < pool_size, slots, num_seqs))
-        writes = torch.where(write_indices < 0, -1, torch.where(write_indices < pool_size, slots, num_seqs))
-        pool = (state_pool[read_indices.clamp(0, pool_size - 1)] if pool_size
-                else state_pool.new_zeros((num_seqs, *_POOL_ROW)))  # no slot: every index out of range
-        out = torch.full_like(output, float("nan"))
-        reads, writes = reads.to(read_indices.dtype), writes.to(read_indices.dtype)
-        mine, _, _ = _pooled_pointers((*tensors[:-1], out), pool, reads, writes, expected, num_seqs, device)
-        _launch_call(plan, (q, k, v, pool, A_log, a, dt_bias, b, cu_seqlens, out, pool), mine,
-                     (reads, writes, num_seqs, scale_float), scale_tensor, device)
-        return out, pool
-
-    call = _checked(replan(arch), arch, replan, aside, device)
+    key = unchecked(arch, call, device)
+    if key is not None:  # prefill_guard: the configuration's first call
+        replan = functools.partial(_call_plan, total, num_seqs, has_state=True, pooled=True,
+                                   scale_from_ptr=scale_tensor is not None)
+        call = _checked(call, key, arch, replan, functools.partial(
+            _pooled_aside, tensors, state_pool, read_indices, write_indices, pool_size, expected, scale_float,
+            scale_tensor, device), device)
     _launch_call(call, (q, k, v, state_pool, A_log, a, dt_bias, b, cu_seqlens, output, state_pool), pointers,
                  (read_indices, write_indices, pool_size, scale_float), scale_tensor, device)
+
+
+def _pooled_aside(tensors, pool, read_indices, write_indices, pool_size, expected, scale_float, scale_tensor,
+                  device, plan):
+    """pooled_prefill's call (its checked `tensors`: _POOLED_CHECKS') by `plan` over a pool of its
+    own, slot n holding sequence n's read slot (padding and out-of-range indices kept so), into a
+    NaN-filled output: (output, that pool). The caller's pool and output are not touched."""
+    num_seqs = read_indices.shape[0]
+    slots = torch.arange(num_seqs, device=device, dtype=read_indices.dtype)
+    reads = torch.where(read_indices < 0, -1, torch.where(read_indices < pool_size, slots, num_seqs))
+    writes = torch.where(write_indices < 0, -1, torch.where(write_indices < pool_size, slots, num_seqs))
+    mine = (pool[read_indices.clamp(0, pool_size - 1)] if pool_size
+            else pool.new_zeros((num_seqs, *_POOL_ROW)))  # no slot: every index out of range
+    output = torch.full_like(tensors[-1], float("nan"))
+    pointers, _, _ = _pooled_pointers((*tensors[:-1], output), mine, reads, writes, expected, num_seqs, device)
+    q, k, v, A_log, a, dt_bias, b, cu_seqlens, _ = tensors
+    _launch_call(plan, (q, k, v, mine, A_log, a, dt_bias, b, cu_seqlens, output, mine), pointers,
+                 (reads, writes, num_seqs, scale_float), scale_tensor, device)
+    return output, mine
 
 
 def _pooled_pointers(tensors, pool, read_indices, write_indices, expected, num_seqs, device):

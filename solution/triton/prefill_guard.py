@@ -37,11 +37,13 @@ from typing import NamedTuple
 import torch
 import triton
 
+from .shared import recording
+
 # The plans whose configurations are checked on first use, and the rung below each: the sm100
 # plan (tcgen05, 4 warps) -> the same kernels at 2 warps (mma.sync, no tcgen05; 2.2x slower on
 # the long calls, docs/sm100.md section 6) -> the token walk for every call (no product).
-GUARDED = ("sm100", "sm100_mma")
 LADDER = {"sm100": "sm100_mma", "sm100_mma": "sm100_walk"}
+GUARDED = tuple(LADDER)
 # The plan's outputs and final states against the walk's: an element fails where its error
 # exceeds GUARD_MARGIN times both the contest's absolute and relative tolerances (1e-2). Both
 # paths are within ~0.55 of the tolerance of a float64 reference on the kit's stress inputs
@@ -80,15 +82,18 @@ def guard_key(steps, device_index):
     return GuardKey(device_index, launches, largest >= LARGE_GRID)
 
 
-def unchecked(arch, call, device_index):
-    """The GuardKey of `call` (a prefill.CallPlan planned for `arch` on device `device_index`) where
-    it is to be checked first, else None: `arch` is not GUARDED, the call walks its tokens (the
-    walk is the reference) or its configuration passed before."""
-    if arch not in GUARDED or call.plan.walk is not None or _PASSED_PLANS.get((id(call), device_index)) is call:
+def unchecked(arch, call, device):
+    """The GuardKey of `call` (a prefill.CallPlan planned for `arch` on `device`) where it is to
+    be checked first, else None: `arch` is not GUARDED, the call walks its tokens (the walk is
+    the reference), its configuration passed before, or launches are being recorded (nothing
+    runs: shared.recording_launches)."""
+    index = device.index
+    if (arch not in GUARDED or call.plan.walk is not None or _PASSED_PLANS.get((id(call), index)) is call
+            or recording()):
         return None
-    key = guard_key(call.steps, device_index)
+    key = guard_key(call.steps, index)
     if key in _PASSED:
-        _remember(call, device_index)
+        _remember(call, index)
         return None
     return key
 
@@ -115,12 +120,11 @@ _BITS = {torch.bfloat16: torch.int16, torch.float32: torch.int32}
 
 
 def worst_margin(got, want):
-    """The largest error of `got` in units of the contest's tolerance: per element, the
-    error over TOLERANCE and over TOLERANCE * |want|, the smaller (an element fails the contest's
-    check where both exceed 1); NaN and infinities count as failing without bound."""
+    """The largest error of `got` in units of the contest's tolerance: per element, the error
+    over max(TOLERANCE, TOLERANCE * |want|) (an element fails the contest's check where its error
+    exceeds both); NaN and infinities count as failing without bound."""
     got, want = got.double(), want.double()
-    error = (got - want).abs()
-    margin = torch.where(error == 0, 0.0, torch.minimum(error / TOLERANCE, error / (TOLERANCE * want.abs())))
+    margin = (got - want).abs() / (TOLERANCE * want.abs()).clamp(min=TOLERANCE)
     return float(torch.nan_to_num(margin, nan=float("inf")).max()) if margin.numel() else 0.0
 
 
