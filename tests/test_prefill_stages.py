@@ -287,7 +287,9 @@ def test_the_hopper_pass_s_descriptors_describe_the_prep_s_tiles():
     """The TMA descriptors a Hopper call makes before its first launch (prefill._descriptors):
     over the scratch slots the prep writes (k16, q16 [blocks HQ C, D] in [C, D] tiles; Tb, M
     [blocks HV C, C] in [C, C] tiles) and over v [T, HV D] in [C, BV] tiles, each with the
-    swizzle Gluon picks for its tile; None for a call without the Hopper pass."""
+    swizzle Gluon picks for its tile; the same as a launch through Triton makes over the
+    scratch's views (_tensor_arguments); kept by the addresses they encode; None for a call
+    without the Hopper pass."""
     gl = pytest.importorskip("triton.experimental.gluon.language")
     total, count = 8192, 16
     call = sub._new_call_plan(total, count, "sm90", True, False, False)
@@ -298,16 +300,28 @@ def test_the_hopper_pass_s_descriptors_describe_the_prep_s_tiles():
     blocks = total // C
     want = {"k16": ([blocks * HQ * C, D], [C, D]), "q16": ([blocks * HQ * C, D], [C, D]),
             "tb": ([blocks * HV * C, C], [C, C]), "m": ([blocks * HV * C, C], [C, C])}
-    descriptors = sub._descriptors(call, buffer, v)
-    for (name, (shape, block)), desc in zip(want.items(), descriptors):
-        assert desc.base.data_ptr() == at[name] and desc.base.dtype == torch.float16, name
-        assert list(desc.shape) == shape and list(desc.block_shape) == block and list(desc.strides) == [shape[1], 1]
-        assert desc.layout == gl.NVMMASharedLayout.get_default_for(block, gl.float16), name
+    descriptors = sub._descriptors(call, buffer.data_ptr(), v)
+    objects = [None] * len(sub._VALUES)
+    objects[sub._VALUES.index("v")] = v
+    through_triton = sub._tensor_arguments(objects, buffer, call, sub._DESCRIPTORS)
+    for (name, (shape, block)), desc, viewed in zip(want.items(), descriptors, through_triton):
+        for d in (desc, viewed):
+            assert d.base.data_ptr() == at[name] and d.base.dtype == torch.float16, name
+            assert list(d.shape) == shape and list(d.block_shape) == block and list(d.strides) == [shape[1], 1]
+            assert d.layout == gl.NVMMASharedLayout.get_default_for(block, gl.float16), name
+        assert isinstance(viewed.base, torch.Tensor), name
     v_desc = descriptors[-1]
     assert v_desc.base.data_ptr() == v.data_ptr() and list(v_desc.shape) == [total, HV * D]
     assert list(v_desc.block_shape) == [C, bv] and v_desc.layout == gl.NVMMASharedLayout.get_default_for([C, bv],
                                                                                                       gl.bfloat16)
-    assert sub._descriptors(sub._new_call_plan(total, count, "sm100", True, False, False), buffer, v) == (None,) * 5
+    assert through_triton[-1].base is v
+    assert sub._descriptors(call, buffer.data_ptr(), v) is descriptors  # kept
+    other = torch.empty_like(v)
+    assert sub._descriptors(call, buffer.data_ptr(), other)[-1].base.data_ptr() == other.data_ptr()
+    assert sub._descriptors(call, buffer.data_ptr() + 256, v)[0].base.data_ptr() == at["k16"] + 256
+    sm100 = sub._new_call_plan(total, count, "sm100", True, False, False)
+    assert sub._descriptors(sm100, buffer.data_ptr(), v) == (None,) * 5
+    assert sub._tensor_arguments(objects, buffer, sm100, sub._DESCRIPTORS) == [None] * 5
 
 
 @pytest.mark.skipif(not ON_HOPPER, reason=HOPPER_ONLY)

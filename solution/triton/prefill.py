@@ -62,7 +62,7 @@ import triton.language as tl
 from .prefill_guard import record, rung, unchecked, verdict
 from .prefill_maps import span_fixup_kernel, span_summary_kernel
 from .prefill_pass import span_pass_kernel
-from .prefill_pass_hopper import TILE_SCRATCH, hopper_pass_kernel, hopper_summary_kernel, tile_descriptors
+from .prefill_pass_hopper import Address, hopper_pass_kernel, hopper_summary_kernel, tile_descriptors
 from .prefill_prep import GATE_ROWS, chunk_prep_kernel
 from .prefill_spans import SpanSettings, span_plan
 from .prefill_walk import token_walk_kernel
@@ -313,11 +313,13 @@ _CONSTANTS = ("T", "N", "J", "S", "none")
 _SCRATCH = ("tb", "m", "k16", "q16", "gates", "flag", "order", "span_n", "span_p", "enter")
 # The Hopper pass's TMA descriptors of its tiles (prefill_pass_hopper.tile_descriptors).
 _DESCRIPTORS = ("k16_desc", "q16_desc", "tb_desc", "m_desc", "v_desc")
+_NO_DESCRIPTORS = (None,) * len(_DESCRIPTORS)  # a call without the Hopper pass
 _VALUES = _ARG_NAMES + _EXTRAS + _CONSTANTS + _SCRATCH + _DESCRIPTORS
 _POOL_ROW = torch.Size((NUM_V_HEADS, HEAD_SIZE, HEAD_SIZE))  # a pool slot's shape
 _INDEX_DTYPES = (torch.int32, torch.int64)
 _SEQ_BLOCK = 64  # sequence ends compared per step when locating a token's sequence
 _KEPT_PLANS = 256  # CallPlans kept (_call_plan); more forget them all
+_KEPT_DESCRIPTORS = 64  # calls' TMA descriptors kept (_descriptors); more forget them all
 
 
 def _prep_seq_block(num_seqs):
@@ -796,12 +798,11 @@ def _launch_call(call, tensors, pointers, extras, scale_tensor, device):
         base = buffer.data_ptr()
     indices = 0 if read_indices is None else pointers[_READ] | pointers[_READ + 1]
     aligned = not functools.reduce(operator.or_, pointers[:_READ], scale_address | base | indices) & 15
-    descriptors = _descriptors(call, buffer, tensors[2])
     values = (*pointers, scale_address, pool_size, scale_float, *call.constants,
-              *[base + slot.offset for slot in call.slots], *descriptors)
+              *[base + slot.offset for slot in call.slots], *_descriptors(call, base, tensors[2]))
     objects = (*tensors, read_indices, write_indices, scale_ptr, pool_size, scale_float, *call.constants)
     specialization = (getattr(read_indices, "dtype", None), scale_ptr.dtype)
-    launches = [step.launcher.prepare(step.grid, functools.partial(_tensor_arguments, objects, buffer, call.slots, descriptors,
+    launches = [step.launcher.prepare(step.grid, functools.partial(_tensor_arguments, objects, buffer, call,
                                                                    step.sources),
                                       step.constexprs, step.warps, device.index, (step.take(values), aligned),
                                       specialization, step.options)
@@ -810,23 +811,46 @@ def _launch_call(call, tensors, pointers, extras, scale_tensor, device):
         launch()
 
 
-def _tensor_arguments(objects, buffer, slots, descriptors, sources):
+def _tensor_arguments(objects, buffer, call, sources):
     """A Step's arguments as tensors, for a launch through Triton: `objects` (_VALUES' up to
-    the scratch), the scratch's views of `buffer` and the `descriptors` (_DESCRIPTORS'), in
-    the order of `sources`."""
+    the scratch), the scratch's views of `buffer` (CallPlan `call`'s slots) and the TMA
+    descriptors over those views and v (_DESCRIPTORS'), in the order of `sources`."""
     values = dict(zip(_VALUES, objects))
     if buffer is not None:
-        values.update(_scratch_views(buffer, slots))
-    values.update(zip(_DESCRIPTORS, descriptors))
+        values.update(_scratch_views(buffer, call.slots))
+    values.update(zip(_DESCRIPTORS, _tile_descriptors(call, values, values["v"])))
     return [values[source] for source in sources]
 
 
-def _descriptors(call, buffer, v):
-    """_DESCRIPTORS' values for a call: the TMA descriptors of its scratch and of v where it
-    runs the Hopper pass, else None each (made before the first launch: the prep writes the
-    tiles they describe)."""
+_DESCRIPTOR_CACHE = {}  # (scratch address, v's address, T, BV) -> _descriptors' values
+
+
+def _descriptors(call, base, v):
+    """_DESCRIPTORS' values for a direct launch of CallPlan `call` whose scratch starts at
+    address `base`, with v: the TMA descriptors of its scratch tiles and of v where it runs the
+    Hopper pass (over Addresses: prefill_pass_hopper.Address), else None each. They are made
+    before the first launch (the prep writes the tiles they describe) and kept by the
+    addresses and shapes they encode (making them costs the host ~25 us a call, docs/serving.md);
+    each launch encodes them (Triton's launcher)."""
+    if call.plan.hopper_pass is None:
+        return _NO_DESCRIPTORS
+    key = (base, v.data_ptr(), call.constants[0], call.plan.hopper_pass.block_v)
+    kept = _DESCRIPTOR_CACHE.get(key)
+    if kept is None:
+        if len(_DESCRIPTOR_CACHE) >= _KEPT_DESCRIPTORS:
+            _DESCRIPTOR_CACHE.clear()
+        bases = {slot.name: Address(base + slot.offset, slot.dtype) for slot in call.slots}
+        kept = _DESCRIPTOR_CACHE[key] = _tile_descriptors(call, bases, Address(v.data_ptr(), v.dtype))
+    return kept
+
+
+def _tile_descriptors(call, bases, v):
+    """The TMA descriptors of CallPlan `call`'s tiles (prefill_pass_hopper.tile_descriptors) over
+    its scratch `bases` (views or Addresses by slot name) and v, or None each without the Hopper
+    pass."""
     hopper = call.plan.hopper_pass
     if hopper is None:
-        return (None,) * len(_DESCRIPTORS)
-    views = _scratch_views(buffer, [slot for slot in call.slots if slot.name in TILE_SCRATCH])
-    return tile_descriptors(views, v, call.constants[0], hopper.block_v, NUM_Q_HEADS, NUM_V_HEADS, HEAD_SIZE, CHUNK)
+        return _NO_DESCRIPTORS
+    total = call.constants[0]
+    return tile_descriptors(bases, v, total, max(triton.cdiv(total, CHUNK), 1), hopper.block_v, NUM_Q_HEADS,
+                            NUM_V_HEADS, HEAD_SIZE, CHUNK)

@@ -27,6 +27,7 @@ items 26-27 have its measurements).
 """
 
 import functools
+from typing import NamedTuple
 
 from triton.experimental import gluon
 from triton.experimental.gluon import language as gl
@@ -44,21 +45,28 @@ tma_load = getattr(tma, "async_load", None) or tma.async_copy_global_to_shared
 warps_barrier = getattr(gl, "barrier", None) or gl.thread_barrier
 
 
-TILE_SCRATCH = ("k16", "q16", "tb", "m")  # the prep's scratch tensors the pass reads by TMA
+class Address(NamedTuple):
+    """A tensor as a TMA descriptor reads it, when it is made and each time a launch encodes it:
+    its first element's device address and its dtype, and nothing of its memory (a descriptor
+    made over an Address may be kept without keeping the memory alive)."""
+    address: int
+    dtype: object
+
+    def data_ptr(self):
+        return self.address
 
 
-def tile_descriptors(views, v, total, block_v, hq, hv, d, c):
-    """The TMA descriptors of the pass's tiles over a call's scratch `views` (TILE_SCRATCH's
-    tensors by name, as prefill._scratch_views gives them) and v [T, HV, D]: k16 and q16 as
-    [blocks HQ C, D] in [C, D] tiles, Tb and M as [blocks HV C, C] in [C, C] tiles, v as
-    [T, HV D] in [C, BV] tiles (rows past T read as zero). Made on the host for every call, before
-    its first launch (the shared-memory layouts once per shape)."""
-    blocks = views["k16"].numel() // (hq * c * d)
+def tile_descriptors(bases, v, total, blocks, block_v, hq, hv, d, c):
+    """The TMA descriptors of the pass's tiles over a call's scratch `bases` (the prep's
+    tensors k16, q16, tb and m by name: views of the scratch, or their Addresses) and v [T, HV, D] (the tensor or its
+    Address), for `blocks` blocks: k16 and q16 as [blocks HQ C, D] in [C, D] tiles, Tb and M as
+    [blocks HV C, C] in [C, C] tiles, v as [T, HV D] in [C, BV] tiles (rows past T read as zero)
+    (the shared-memory layouts made once per shape)."""
     row_tile, square, v_tile = _tile_layouts(block_v, d, c)
-    return (TensorDescriptor(views["k16"], [blocks * hq * c, d], [d, 1], [c, d], row_tile),
-            TensorDescriptor(views["q16"], [blocks * hq * c, d], [d, 1], [c, d], row_tile),
-            TensorDescriptor(views["tb"], [blocks * hv * c, c], [c, 1], [c, c], square),
-            TensorDescriptor(views["m"], [blocks * hv * c, c], [c, 1], [c, c], square),
+    return (TensorDescriptor(bases["k16"], [blocks * hq * c, d], [d, 1], [c, d], row_tile),
+            TensorDescriptor(bases["q16"], [blocks * hq * c, d], [d, 1], [c, d], row_tile),
+            TensorDescriptor(bases["tb"], [blocks * hv * c, c], [c, 1], [c, c], square),
+            TensorDescriptor(bases["m"], [blocks * hv * c, c], [c, 1], [c, c], square),
             TensorDescriptor(v, [total, hv * d], [hv * d, 1], [c, block_v], v_tile))
 
 
