@@ -27,6 +27,7 @@ prep = importlib.import_module("gdn_prefill_stages.prefill_prep")
 spans = importlib.import_module("gdn_prefill_stages.prefill_spans")
 order = importlib.import_module("gdn_prefill_stages.prefill_order")
 common = importlib.import_module("gdn_prefill_stages.prefill_common")
+shared = importlib.import_module("gdn_prefill_stages.shared")
 C = sub.CHUNK
 
 
@@ -229,11 +230,14 @@ def test_the_fused_path_matches_float64(monkeypatch):
     _check_against_float64(lengths, SEED + 11, slack)
 
 
-def _check_against_float64(lengths, seed, slack):
+def _check_against_float64(lengths, seed, slack, odd_v=False):
     """One call of the submission on model-like `lengths` (outputs poisoned with NaN first):
     every element written, outputs within `slack` of the contest's tolerance and states within
-    0.1 of it, against the float64 reference."""
+    0.1 of it, against the float64 reference. odd_v: v passed as a contiguous view 2 bytes past
+    a 16-byte boundary (_odd_view)."""
     inputs = model_like_inputs(lengths, torch.Generator(device=DEVICE).manual_seed(seed), DEVICE)
+    if odd_v:
+        inputs["v"] = _odd_view(inputs["v"])
     output = torch.full((sum(lengths), HV, D), float("nan"), dtype=torch.bfloat16, device=DEVICE)
     new_state = torch.full((len(lengths), HV, D, D), float("nan"), device=DEVICE)
     sub.kernel(*inputs.values(), output, new_state)
@@ -241,6 +245,15 @@ def _check_against_float64(lengths, seed, slack):
     assert not output.isnan().any() and not new_state.isnan().any()
     assert worst_margin(output, want_out) <= slack
     assert worst_margin(new_state, want_state) <= 0.1
+
+
+def _odd_view(t):
+    """A contiguous copy of `t` whose first element lies 2 bytes past a 16-byte boundary (a view
+    one element into a larger buffer): a legal argument that TMA cannot read."""
+    view = torch.empty(t.numel() + 1, dtype=t.dtype, device=t.device)[1:].view(t.shape)
+    view.copy_(t)
+    assert view.is_contiguous() and view.data_ptr() % 16 == 2
+    return view
 
 
 MIX_22 = next(list(lengths) for lengths in contest_mix_plan() if len(lengths) == 22)  # the kit's, measured
@@ -338,6 +351,36 @@ def test_the_hopper_pass_matches_float64(monkeypatch, lengths):
     monkeypatch.setattr(sub, "HOPPER_PASS_MIN_PIECES", 1)
     assert sub._plan(sum(lengths), len(lengths), sub.arch_key(torch.device(DEVICE))).hopper_pass is not None
     _check_against_float64(lengths, SEED + 12, 0.5)
+
+
+@pytest.mark.parametrize("lengths", ([512] * 16, [8192]), ids=("fused", "spans"))
+def test_a_v_that_tma_cannot_read_takes_the_span_pass(lengths):
+    """v at an address that is not a multiple of 16 bytes (_odd_view) is a legal argument, which
+    the Hopper pass's TMA cannot read: a Hopper plan then runs the span pass (and, with spans,
+    the span summary) for it, kernel() and pooled_prefill() alike, and the Hopper kernels for an
+    aligned v (launches recorded, not run)."""
+    args = dict(model_like_inputs(lengths, torch.Generator().manual_seed(0), "cpu"), scale=None)
+    total, count = sum(lengths), len(lengths)
+    output, new_state = torch.empty(total, HV, D, dtype=torch.bfloat16), torch.empty(count, HV, D, D)
+    pool, slots = torch.zeros(count, HV, D, D), torch.arange(count, dtype=torch.int32)
+    names = {}
+    for v in (args["v"], _odd_view(args["v"])):
+        with shared.planning_for((9, 0)), shared.recording_launches() as launches:
+            sub.kernel(args["q"], args["k"], v, args["state"], args["A_log"], args["a"], args["dt_bias"], args["b"],
+                       args["cu_seqlens"], None, output, new_state)
+            sub.pooled_prefill(args["q"], args["k"], v, pool, slots, args["A_log"], args["a"], args["dt_bias"],
+                               args["b"], args["cu_seqlens"], None, output)
+        names[v.data_ptr() % 16 == 0] = {launch.fn.__name__ for launch in launches}
+    assert "hopper_pass_kernel" in names[True] and "span_pass_kernel" not in names[True]
+    assert "span_pass_kernel" in names[False] and not any("hopper" in name for name in names[False])
+
+
+@pytest.mark.skipif(not ON_HOPPER, reason=HOPPER_ONLY)
+@pytest.mark.parametrize("lengths", ([512] * 16, [1, 8191]), ids=("fused", "spans"))
+def test_a_v_that_tma_cannot_read_matches_float64(lengths):
+    """On Hopper, a call whose v lies off TMA's 16-byte alignment (_odd_view: the span pass runs
+    it) against the float64 reference."""
+    _check_against_float64(lengths, SEED + 13, 0.5, odd_v=True)
 
 
 # Calls as measured on an H200 (docs/perf.md item 23) -> whether the walks take the sequences

@@ -303,7 +303,7 @@ def _table(name, arch):
 # microseconds instead of Triton's full path (docs/perf.md, "Notes moved from the code").
 
 _ARG_NAMES = ("q", "k", "v", "state", "A_log", "a", "dt_bias", "b", "cu_seqlens", "output", "new_state")
-_STATE, _A_LOG, _READ = _ARG_NAMES.index("state"), _ARG_NAMES.index("A_log"), len(_ARG_NAMES)
+_V, _STATE, _A_LOG, _READ = _ARG_NAMES.index("v"), _ARG_NAMES.index("state"), _ARG_NAMES.index("A_log"), len(_ARG_NAMES)
 _POOLED_CHECKS = ("q", "k", "v", "A_log", "a", "dt_bias", "b", "cu_seqlens", "output")  # pooled_prefill's, as kernel()'s
 # A call's values, in the order its launches take them from (Step.take): _ARG_NAMES, these,
 # the CallPlan's constants, then its scratch tensors.
@@ -350,10 +350,12 @@ class Plan(NamedTuple):
     hopper_summary: bool = False
 
 
-def _plan(total, num_seqs, arch):
+def _plan(total, num_seqs, arch, tma_ready=True):
     """The Plan for T tokens in N sequences on architecture `arch` (shared.arch_key): the path
-    and every launch, from the shapes only (the tables and settings at the top of this file),
-    the same for kernel() and pooled_prefill(). The one place a path or a launch is chosen."""
+    and every launch, from the shapes (the tables and settings at the top of this file) and
+    `tma_ready`, whether v's address is a multiple of 16 bytes as TMA needs (no Hopper pass
+    otherwise: a view of v at an odd offset is a legal argument), the same for kernel() and
+    pooled_prefill(). The one place a path or a launch is chosen."""
     if _walks(total, num_seqs) or not _table("PREP_TABLE", arch):
         return Plan(_walk_launch(total, num_seqs, _table("WALK_TABLE", arch)), None, 1, 1, None, None, None, False)
     span_blocks, spans = _span_plan(total, num_seqs)
@@ -365,7 +367,7 @@ def _plan(total, num_seqs, arch):
     pass_programs = pieces * NUM_V_HEADS * (HEAD_SIZE // pass_launch.block_v)
     ordered = num_seqs > 1 and blocks >= ORDER_MIN_BLOCKS and pass_programs >= ORDER_MIN_PROGRAMS
     hopper_rows = _table("HOPPER_PASS_TABLE", arch)
-    hopper = (_launch_for(hopper_rows, pieces) if hopper_rows and pieces >= HOPPER_PASS_MIN_PIECES
+    hopper = (_launch_for(hopper_rows, pieces) if tma_ready and hopper_rows and pieces >= HOPPER_PASS_MIN_PIECES
               and blocks >= HOPPER_PASS_MIN_BLOCKS else None)
     return Plan(None, prep, span_blocks, spans, pass_launch, summary, fixup, ordered, hopper,
                 hopper is not None and spans > 1 and HOPPER_SUMMARY)
@@ -525,12 +527,12 @@ def _step(launcher, grid, sources, constexprs, warps, options=()):
 _CALL_PLANS = {}  # _call_plan's key -> (_settings then, CallPlan)
 
 
-def _call_plan(total, num_seqs, arch, has_state, pooled, scale_from_ptr):
+def _call_plan(total, num_seqs, arch, has_state, pooled, scale_from_ptr, tma_ready=True):
     """The CallPlan of a call of T tokens in N > 0 sequences on `arch`, with or without a
-    state, pooled or not, its scale a float or read from a tensor: planned once, and kept
-    while the module's settings (_settings) are those it was planned with (a comparison, not
-    a hash: the tables' rows stay the same objects)."""
-    key = (total, num_seqs, arch, has_state, pooled, scale_from_ptr)
+    state, pooled or not, its scale a float or read from a tensor, v's address fit for TMA or
+    not (_plan): planned once, and kept while the module's settings (_settings) are those it
+    was planned with (a comparison, not a hash: the tables' rows stay the same objects)."""
+    key = (total, num_seqs, arch, has_state, pooled, scale_from_ptr, tma_ready)
     settings = _settings(arch)
     kept = _CALL_PLANS.get(key)
     if kept is not None and kept[0] == settings:
@@ -542,9 +544,9 @@ def _call_plan(total, num_seqs, arch, has_state, pooled, scale_from_ptr):
     return call
 
 
-def _new_call_plan(total, num_seqs, arch, has_state, pooled, scale_from_ptr):
+def _new_call_plan(total, num_seqs, arch, has_state, pooled, scale_from_ptr, tma_ready=True):
     """_call_plan's CallPlan, planned."""
-    plan = _plan(total, num_seqs, arch)
+    plan = _plan(total, num_seqs, arch, tma_ready)
     constants = (total, num_seqs, plan.spans, plan.span_blocks, None)
     inputs = dict(q_ptr="q", k_ptr="k", A_log_ptr="A_log", a_ptr="a", dt_bias_ptr="dt_bias", b_ptr="b",
                   cu_ptr="cu_seqlens")
@@ -631,7 +633,8 @@ def kernel(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_
     if num_seqs == 0:
         return
     arch, has_state = rung(arch_key(device), device.index), state is not None
-    call = _call_plan(total, num_seqs, arch, has_state, False, scale_tensor is not None)
+    tma_ready = not pointers[_V] & 15
+    call = _call_plan(total, num_seqs, arch, has_state, False, scale_tensor is not None, tma_ready)
     if state is None:  # the kernels read nothing through this pointer without a state
         state, pointers[_STATE] = new_state, pointers[-1]
     elif call.plan.spans > 1 and state.untyped_storage().data_ptr() == new_state.untyped_storage().data_ptr():
@@ -643,7 +646,7 @@ def kernel(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_
     key = unchecked(arch, call, device)
     if key is not None:  # prefill_guard: the configuration's first call
         replan = functools.partial(_call_plan, total, num_seqs, has_state=has_state, pooled=False,
-                                   scale_from_ptr=scale_tensor is not None)
+                                   scale_from_ptr=scale_tensor is not None, tma_ready=tma_ready)
         call = _checked(call, key, arch, replan, functools.partial(_aside, tensors, pointers, extras, scale_tensor,
                                                                    device), device)
     _launch_call(call, tensors, pointers, extras, scale_tensor, device)
@@ -716,12 +719,13 @@ def pooled_prefill(q, k, v, state_pool, read_indices, A_log, a, dt_bias, b, cu_s
     if num_seqs == 0:
         return
     arch = rung(arch_key(device), device.index)
-    call = _call_plan(total, num_seqs, arch, True, True, scale_tensor is not None)
+    tma_ready = not pointers[_V] & 15
+    call = _call_plan(total, num_seqs, arch, True, True, scale_tensor is not None, tma_ready)
     q, k, v, A_log, a, dt_bias, b, cu_seqlens, output = tensors
     key = unchecked(arch, call, device)
     if key is not None:  # prefill_guard: the configuration's first call
         replan = functools.partial(_call_plan, total, num_seqs, has_state=True, pooled=True,
-                                   scale_from_ptr=scale_tensor is not None)
+                                   scale_from_ptr=scale_tensor is not None, tma_ready=tma_ready)
         call = _checked(call, key, arch, replan, functools.partial(
             _pooled_aside, tensors, state_pool, read_indices, write_indices, pool_size, expected, scale_float,
             scale_tensor, device), device)
