@@ -298,11 +298,11 @@ def test_the_hopper_kernels_replace_the_span_pass_and_summary_where_hopper_runs(
 
 def test_the_hopper_pass_s_descriptors_describe_the_prep_s_tiles():
     """The TMA descriptors a Hopper call makes before its first launch (prefill._descriptors):
-    over the scratch slots the prep writes (k16, q16 [blocks HQ C, D] in [C, D] tiles; Tb, M
-    [blocks HV C, C] in [C, C] tiles) and over v [T, HV D] in [C, BV] tiles, each with the
-    swizzle Gluon picks for its tile; the same as a launch through Triton makes over the
-    scratch's views (_tensor_arguments); kept by the addresses they encode; None for a call
-    without the Hopper pass."""
+    over the scratch slots the prep writes, q16 right after k16 ([2 blocks HQ C, D] in [C, D]
+    tiles) and M right after Tb ([2 blocks HV C, C] in [C, C] tiles), and over v [T, HV D] in
+    [C, BV] tiles, each with the swizzle Gluon picks for its tile; the same as a launch through
+    Triton makes over the scratch's views (_tensor_arguments); kept by the addresses they
+    encode; None for a call without the Hopper pass."""
     gl = pytest.importorskip("triton.experimental.gluon.language")
     total, count = 8192, 16
     call = sub._new_call_plan(total, count, "sm90", True, False, False)
@@ -311,8 +311,8 @@ def test_the_hopper_pass_s_descriptors_describe_the_prep_s_tiles():
     v = torch.empty(total, HV, D, dtype=torch.bfloat16)
     at = {slot.name: buffer.data_ptr() + slot.offset for slot in call.slots}
     blocks = total // C
-    want = {"k16": ([blocks * HQ * C, D], [C, D]), "q16": ([blocks * HQ * C, D], [C, D]),
-            "tb": ([blocks * HV * C, C], [C, C]), "m": ([blocks * HV * C, C], [C, C])}
+    assert at["q16"] == at["k16"] + blocks * HQ * C * D * 2 and at["m"] == at["tb"] + blocks * HV * C * C * 2
+    want = {"k16": ([2 * blocks * HQ * C, D], [C, D]), "tb": ([2 * blocks * HV * C, C], [C, C])}
     descriptors = sub._descriptors(call, buffer.data_ptr(), v)
     objects = [None] * len(sub._VALUES)
     objects[sub._VALUES.index("v")] = v
@@ -333,8 +333,8 @@ def test_the_hopper_pass_s_descriptors_describe_the_prep_s_tiles():
     assert sub._descriptors(call, buffer.data_ptr(), other)[-1].base.data_ptr() == other.data_ptr()
     assert sub._descriptors(call, buffer.data_ptr() + 256, v)[0].base.data_ptr() == at["k16"] + 256
     sm100 = sub._new_call_plan(total, count, "sm100", True, False, False)
-    assert sub._descriptors(sm100, buffer.data_ptr(), v) == (None,) * 5
-    assert sub._tensor_arguments(objects, buffer, sm100, sub._DESCRIPTORS) == [None] * 5
+    assert sub._descriptors(sm100, buffer.data_ptr(), v) == (None,) * 3
+    assert sub._tensor_arguments(objects, buffer, sm100, sub._DESCRIPTORS) == [None] * 3
 
 
 @pytest.mark.skipif(not ON_HOPPER, reason=HOPPER_ONLY)

@@ -303,16 +303,19 @@ def _table(name, arch):
 # microseconds instead of Triton's full path (docs/perf.md, "Notes moved from the code").
 
 _ARG_NAMES = ("q", "k", "v", "state", "A_log", "a", "dt_bias", "b", "cu_seqlens", "output", "new_state")
-_V, _STATE, _A_LOG, _READ = _ARG_NAMES.index("v"), _ARG_NAMES.index("state"), _ARG_NAMES.index("A_log"), len(_ARG_NAMES)
+_V, _STATE, _A_LOG = (_ARG_NAMES.index(name) for name in ("v", "state", "A_log"))
+_READ = len(_ARG_NAMES)
 _POOLED_CHECKS = ("q", "k", "v", "A_log", "a", "dt_bias", "b", "cu_seqlens", "output")  # pooled_prefill's, as kernel()'s
 # A call's values, in the order its launches take them from (Step.take): _ARG_NAMES, these,
 # the CallPlan's constants, then its scratch tensors.
 _EXTRAS = ("read_indices", "write_indices", "scale_ptr", "pool_size", "scale")
 _CONSTANTS = ("T", "N", "J", "S", "none")
-# The chunked path's scratch (_scratch_layout).
+# The chunked path's scratch (_scratch_layout), in this order: M right after Tb and q16 right after
+# k16, as the Hopper pass's descriptors take them (one over each pair).
 _SCRATCH = ("tb", "m", "k16", "q16", "gates", "flag", "order", "span_n", "span_p", "enter")
-# The Hopper pass's TMA descriptors of its tiles (prefill_pass_hopper.tile_descriptors).
-_DESCRIPTORS = ("k16_desc", "q16_desc", "tb_desc", "m_desc", "v_desc")
+# The Hopper pass's TMA descriptors of its tiles (prefill_pass_hopper.tile_descriptors): k16 and q16,
+# Tb and M, v.
+_DESCRIPTORS = ("kq_desc", "tbm_desc", "v_desc")
 _NO_DESCRIPTORS = (None,) * len(_DESCRIPTORS)  # a call without the Hopper pass
 _VALUES = _ARG_NAMES + _EXTRAS + _CONSTANTS + _SCRATCH + _DESCRIPTORS
 _POOL_ROW = torch.Size((NUM_V_HEADS, HEAD_SIZE, HEAD_SIZE))  # a pool slot's shape
@@ -579,7 +582,7 @@ def _new_call_plan(total, num_seqs, arch, has_state, pooled, scale_from_ptr, tma
              **heads, C=CHUNK, LOG_C=CHUNK.bit_length() - 1, BN=_prep_seq_block(num_seqs)),
         plan.prep.warps, () if plan.prep.maxnreg is None else (("maxnreg", plan.prep.maxnreg),))]
     # The Gluon kernels' operands: TMA descriptors of the prep's tiles and of v (_descriptors).
-    tiles = dict(k_desc="k16_desc", tb_desc="tb_desc", v_desc="v_desc", gate_ptr="gates", cu_ptr="cu_seqlens",
+    tiles = dict(kq_desc="kq_desc", tbm_desc="tbm_desc", v_desc="v_desc", gate_ptr="gates", cu_ptr="cu_seqlens",
                  order_ptr="order", flag_ptr="flag", state_ptr="state", **pool, T="T", J="J", S="S")
     if plan.spans > 1:
         maps = dict(span_n_ptr="span_n", span_p_ptr="span_p", enter_ptr="enter" if pooled else "none")
@@ -600,8 +603,7 @@ def _new_call_plan(total, num_seqs, arch, has_state, pooled, scale_from_ptr, tma
     if hopper is not None:
         steps.append(_step(
             _launch_hopper_pass, (num_seqs * plan.spans * NUM_V_HEADS * (HEAD_SIZE // hopper.block_v), 1, 1),
-            dict(tiles, q_desc="q16_desc", m_desc="m_desc", enter_ptr="enter", out_ptr="output",
-                 new_state_ptr="new_state"),
+            dict(tiles, enter_ptr="enter", out_ptr="output", new_state_ptr="new_state"),
             dict(carry, BV=hopper.block_v, STAGES=hopper.stages), hopper.warps))
     else:
         span_pass = plan.pass_launch

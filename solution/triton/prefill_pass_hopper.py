@@ -57,16 +57,16 @@ class Address(NamedTuple):
 
 
 def tile_descriptors(bases, v, total, blocks, block_v, hq, hv, d, c):
-    """The TMA descriptors of the pass's tiles over a call's scratch `bases` (the prep's
-    tensors k16, q16, tb and m by name: views of the scratch, or their Addresses) and v [T, HV, D] (the tensor or its
-    Address), for `blocks` blocks: k16 and q16 as [blocks HQ C, D] in [C, D] tiles, Tb and M as
-    [blocks HV C, C] in [C, C] tiles, v as [T, HV D] in [C, BV] tiles (rows past T read as zero)
-    (the shared-memory layouts made once per shape)."""
+    """The TMA descriptors of the pass's tiles, for `blocks` blocks: over the prep's k16 with q16
+    right after it, as [2 blocks HQ C, D] in [C, D] tiles (q's rows from blocks HQ C on); over
+    Tb with M right after it, as [2 blocks HV C, C] in [C, C] tiles (M's from blocks HV C on);
+    over v [T, HV, D] as [T, HV D] in [C, BV] tiles (rows past T read as zero). `bases`: the
+    scratch tensors by name (views, or their Addresses), v the tensor or its Address. Three
+    descriptors, not five: Triton's launcher encodes each on every launch (docs/serving.md).
+    The shared-memory layouts are made once per shape."""
     row_tile, square, v_tile = _tile_layouts(block_v, d, c)
-    return (TensorDescriptor(bases["k16"], [blocks * hq * c, d], [d, 1], [c, d], row_tile),
-            TensorDescriptor(bases["q16"], [blocks * hq * c, d], [d, 1], [c, d], row_tile),
-            TensorDescriptor(bases["tb"], [blocks * hv * c, c], [c, 1], [c, c], square),
-            TensorDescriptor(bases["m"], [blocks * hv * c, c], [c, 1], [c, c], square),
+    return (TensorDescriptor(bases["k16"], [2 * blocks * hq * c, d], [d, 1], [c, d], row_tile),
+            TensorDescriptor(bases["tb"], [2 * blocks * hv * c, c], [c, 1], [c, c], square),
             TensorDescriptor(v, [total, hv * d], [hv * d, 1], [c, block_v], v_tile))
 
 
@@ -86,7 +86,7 @@ def _tile_layouts(block_v, d, c):
 
 
 @gluon.jit(do_not_specialize=["T", "J", "S", "pool_size"])
-def hopper_pass_kernel(k_desc, q_desc, tb_desc, m_desc, v_desc, gate_ptr, cu_ptr, order_ptr, flag_ptr, enter_ptr,
+def hopper_pass_kernel(kq_desc, tbm_desc, v_desc, gate_ptr, cu_ptr, order_ptr, flag_ptr, enter_ptr,
                         state_ptr, out_ptr, new_state_ptr, read_index_ptr, write_index_ptr, T, J, S, pool_size,
                         SINGLE: gl.constexpr, ORDERED: gl.constexpr, HAS_STATE: gl.constexpr, POOLED: gl.constexpr,
                         HQ: gl.constexpr, HV: gl.constexpr, D: gl.constexpr, C: gl.constexpr, BV: gl.constexpr,
@@ -121,8 +121,8 @@ def hopper_pass_kernel(k_desc, q_desc, tb_desc, m_desc, v_desc, gate_ptr, cu_ptr
                 s = _start_state(state_ptr, read, head, rows_d, bos, eos, flag_ptr, HAS_STATE, POOLED, HV, D, BV)
             else:
                 s = gl.load(enter_ptr + ((seq * J + span) * HV + head).to(gl.int64) * (D * D) + rows_d)
-            s = _carry(s, k_desc, q_desc, tb_desc, m_desc, v_desc, gate_ptr, out_ptr, head, v_tile, bos, eos, first,
-                       count, True, True, HQ, HV, D, C, BV, STAGES)
+            s = _carry(s, kq_desc, tbm_desc, v_desc, gate_ptr, out_ptr, head, v_tile, bos, eos, first, count,
+                       (T + C - 1) // C, True, True, HQ, HV, D, C, BV, STAGES)
             if (span >= spans - 1) & writes:
                 gl.store(new_state_ptr + (write * HV + head).to(gl.int64) * (D * D) + rows_d, s)
         else:
@@ -132,7 +132,7 @@ def hopper_pass_kernel(k_desc, q_desc, tb_desc, m_desc, v_desc, gate_ptr, cu_ptr
 
 
 @gluon.jit(do_not_specialize=["T", "J", "S", "pool_size"])
-def hopper_summary_kernel(k_desc, tb_desc, v_desc, gate_ptr, cu_ptr, order_ptr, flag_ptr, state_ptr, span_n_ptr,
+def hopper_summary_kernel(kq_desc, tbm_desc, v_desc, gate_ptr, cu_ptr, order_ptr, flag_ptr, state_ptr, span_n_ptr,
                           span_p_ptr, enter_ptr, read_index_ptr, write_index_ptr, T, J, S, pool_size,
                           SINGLE: gl.constexpr, ORDERED: gl.constexpr, HAS_STATE: gl.constexpr,
                           POOLED: gl.constexpr, HQ: gl.constexpr, HV: gl.constexpr, D: gl.constexpr,
@@ -165,7 +165,7 @@ def hopper_summary_kernel(k_desc, tb_desc, v_desc, gate_ptr, cu_ptr, order_ptr, 
                 gl.store(enter_ptr + (seq * J * HV + head).to(gl.int64) * (D * D) + rows_d, s)
         else:
             s = gl.where((cols[:, None] == offs_d[None, :]) & (tile >= NV), 1.0, 0.0)
-        s = _carry(s, k_desc, None, tb_desc, None, v_desc, gate_ptr, None, head, v_tile, bos, eos, first, count, is_v,
+        s = _carry(s, kq_desc, tbm_desc, v_desc, gate_ptr, None, head, v_tile, bos, eos, first, count, 0, is_v,
                    False, HQ, HV, D, C, BV, STAGES)
         slot = ((seq * J + span) * HV + head).to(gl.int64) * (D * D) + offs_d[None, :] * D + cols[:, None]
         if is_v:
@@ -190,13 +190,15 @@ def _start_state(state_ptr, read, head, rows_d, bos, eos, flag_ptr, HAS_STATE: g
 
 
 @gluon.jit
-def _carry(s, k_desc, q_desc, tb_desc, m_desc, v_desc, gate_ptr, out_ptr, head, v_tile, bos, eos, first, count, use_v,
+def _carry(s, kq_desc, tbm_desc, v_desc, gate_ptr, out_ptr, head, v_tile, bos, eos, first, count, blocks, use_v,
            OUTPUT: gl.constexpr, HQ: gl.constexpr, HV: gl.constexpr, D: gl.constexpr, C: gl.constexpr,
            BV: gl.constexpr, STAGES: gl.constexpr):
     """The rows s [BV, D] (columns v_tile of V; float32, _mma_layout) carried through `count`
     blocks from block `first` for the sequence's tokens bos <= t < eos, by the module's block
     step, V where use_v (else 0); OUTPUT: O stored to out_ptr (the pass), else no q, M or output
-    (the summary). Returns the rows after the last block."""
+    (the summary). The tiles come through tile_descriptors' three descriptors, for the call's
+    `blocks` blocks (where q's and M's rows begin; OUTPUT only). Returns the rows after the
+    last block."""
     bos = bos.to(gl.int32)  # TMA's coordinates are 32-bit
     eos = eos.to(gl.int32)
     first = first.to(gl.int32)
@@ -211,27 +213,30 @@ def _carry(s, k_desc, q_desc, tb_desc, m_desc, v_desc, gate_ptr, out_ptr, head, 
     row_l: gl.constexpr = gl.BlockedLayout([1], [32], [WARPS], [0])  # a block's gate row, compact
     out_l: gl.constexpr = gl.BlockedLayout([1, 8], [32 // (BV // 8), BV // 8], [WARPS, 1], [1, 0])
 
-    k_s = gl.allocate_shared_memory(gl.float16, [STAGES, C, D], k_desc.layout)
-    tb_s = gl.allocate_shared_memory(gl.float16, [STAGES, C, C], tb_desc.layout)
+    k_s = gl.allocate_shared_memory(gl.float16, [STAGES, C, D], kq_desc.layout)
+    tb_s = gl.allocate_shared_memory(gl.float16, [STAGES, C, C], tbm_desc.layout)
     v_s = gl.allocate_shared_memory(gl.bfloat16, [STAGES, C, BV], v_desc.layout)
     if OUTPUT:
-        q_s = gl.allocate_shared_memory(gl.float16, [STAGES, C, D], q_desc.layout)
-        m_s = gl.allocate_shared_memory(gl.float16, [STAGES, C, C], m_desc.layout)
-        tile_bytes: gl.constexpr = (2 * k_desc.block_type.nbytes + 2 * tb_desc.block_type.nbytes
+        q_s = gl.allocate_shared_memory(gl.float16, [STAGES, C, D], kq_desc.layout)
+        m_s = gl.allocate_shared_memory(gl.float16, [STAGES, C, C], tbm_desc.layout)
+        tile_bytes: gl.constexpr = (2 * kq_desc.block_type.nbytes + 2 * tbm_desc.block_type.nbytes
                                     + v_desc.block_type.nbytes)
     else:
         q_s = k_s
         m_s = tb_s
-        tile_bytes: gl.constexpr = k_desc.block_type.nbytes + tb_desc.block_type.nbytes + v_desc.block_type.nbytes
+        tile_bytes: gl.constexpr = kq_desc.block_type.nbytes + tbm_desc.block_type.nbytes + v_desc.block_type.nbytes
     ready = gl.allocate_shared_memory(gl.int64, [STAGES, 1], mbarrier.MBarrierLayout())
     for z in gl.static_range(STAGES):
         mbarrier.init(ready.index(z), count=1)
     kq_row = head // (HV // HQ) * C
     hv_row = head * C
+    q_row = (blocks * (HQ * C) + kq_row).to(gl.int32)  # q16's and M's tiles follow k16's and Tb's
+    m_row = (blocks * (HV * C) + hv_row).to(gl.int32)
+    tile_rows = (kq_row, q_row, hv_row, m_row)
     v_col = head * D + v_tile * BV
     for z in gl.static_range(STAGES - 1):  # the first blocks' tiles
-        _load_tiles(k_desc, q_desc, tb_desc, m_desc, v_desc, k_s, q_s, tb_s, m_s, v_s, ready, z, first + z,
-                    z < count, kq_row, hv_row, v_col, tile_bytes, OUTPUT, HQ, HV, C)
+        _load_tiles(kq_desc, tbm_desc, v_desc, k_s, q_s, tb_s, m_s, v_s, ready, z, first + z, z < count, tile_rows,
+                    v_col, tile_bytes, OUTPUT, HQ, HV, C)
 
     # The gate rows of the first block (an empty sequence at T may have no block to read).
     i_g = gl.arange(0, C, layout=row_l)
@@ -247,9 +252,8 @@ def _carry(s, k_desc, q_desc, tb_desc, m_desc, v_desc, gate_ptr, out_ptr, head, 
     o_cols = v_tile * BV + gl.arange(0, BV, layout=gl.SliceLayout(0, out_l))
     for it in range(count):
         warps_barrier()  # every warp is done with the stage the next loads overwrite
-        _load_tiles(k_desc, q_desc, tb_desc, m_desc, v_desc, k_s, q_s, tb_s, m_s, v_s, ready,
-                    (it + STAGES - 1) % STAGES, first + it + STAGES - 1, it + STAGES - 1 < count, kq_row, hv_row,
-                    v_col, tile_bytes, OUTPUT, HQ, HV, C)
+        _load_tiles(kq_desc, tbm_desc, v_desc, k_s, q_s, tb_s, m_s, v_s, ready, (it + STAGES - 1) % STAGES,
+                    first + it + STAGES - 1, it + STAGES - 1 < count, tile_rows, v_col, tile_bytes, OUTPUT, HQ, HV, C)
         stage = it % STAGES
         block = first + it
         start = block * C
@@ -309,17 +313,18 @@ def _carry(s, k_desc, q_desc, tb_desc, m_desc, v_desc, gate_ptr, out_ptr, head, 
 
 
 @gluon.jit
-def _load_tiles(k_desc, q_desc, tb_desc, m_desc, v_desc, k_s, q_s, tb_s, m_s, v_s, ready, stage, block, go, kq_row,
-                hv_row, v_col, tile_bytes: gl.constexpr, OUTPUT: gl.constexpr, HQ: gl.constexpr, HV: gl.constexpr,
-                C: gl.constexpr):
+def _load_tiles(kq_desc, tbm_desc, v_desc, k_s, q_s, tb_s, m_s, v_s, ready, stage, block, go, tile_rows, v_col,
+                tile_bytes: gl.constexpr, OUTPUT: gl.constexpr, HQ: gl.constexpr, HV: gl.constexpr, C: gl.constexpr):
     """Block `block`'s k, Tb and v tiles (OUTPUT: and q and M) into ring slot `stage` by TMA,
-    counted on its barrier (nothing where `go` is false)."""
+    counted on its barrier (nothing where `go` is false); `tile_rows`: the first rows of block
+    0's k, q, Tb and M tiles in the descriptors (_carry)."""
+    k_row, q_row, tb_row, m_row = tile_rows
     bar = ready.index(stage)
     mbarrier.expect(bar, tile_bytes, pred=go)
-    tma_load(k_desc, [block * (HQ * C) + kq_row, 0], bar, k_s.index(stage), pred=go)
+    tma_load(kq_desc, [block * (HQ * C) + k_row, 0], bar, k_s.index(stage), pred=go)
     if OUTPUT:
-        tma_load(q_desc, [block * (HQ * C) + kq_row, 0], bar, q_s.index(stage), pred=go)
-    tma_load(tb_desc, [block * (HV * C) + hv_row, 0], bar, tb_s.index(stage), pred=go)
+        tma_load(kq_desc, [block * (HQ * C) + q_row, 0], bar, q_s.index(stage), pred=go)
+    tma_load(tbm_desc, [block * (HV * C) + tb_row, 0], bar, tb_s.index(stage), pred=go)
     if OUTPUT:
-        tma_load(m_desc, [block * (HV * C) + hv_row, 0], bar, m_s.index(stage), pred=go)
+        tma_load(tbm_desc, [block * (HV * C) + m_row, 0], bar, m_s.index(stage), pred=go)
     tma_load(v_desc, [block * C, v_col], bar, v_s.index(stage), pred=go)
