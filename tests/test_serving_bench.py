@@ -76,7 +76,7 @@ def test_the_host_cost_report_names_absent_baselines_and_missed_targets():
     rows = [{"call": "1 × 6", "kernel_launches": 1, "kernel_host_us": 12.0, "pooled_host_us": 16.5,
              "fla_note": "absent (ModuleNotFoundError: No module named 'fla')"},
             {"call": "1 × 300", "kernel_launches": 2, "kernel_host_us": 30.0, "pooled_host_us": 35.0, "fi_host_us": 300.0}]
-    text = host_cost_report({"rows": rows, "calls": 50, "warmup": 5, "versions": {}}, "GPU").splitlines()
+    text = host_cost_report({"rows": rows, "calls": 50, "warmup": 5, "rounds": 5, "versions": {}}, "GPU").splitlines()
     assert text[2].split()[:6] == ["1", "×", "6", "12.0", "16.5", "-"] and "300.0" in text[3]
     assert text[4:] == ["1 × 6 fla: absent (ModuleNotFoundError: No module named 'fla')",
                         "token walk at most 15 µs per call: missed: 1 × 6 pooled 16.5",
