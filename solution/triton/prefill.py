@@ -325,6 +325,13 @@ _KEPT_PLANS = 256  # CallPlans kept (_call_plan); more forget them all
 _KEPT_DESCRIPTORS = 64  # calls' TMA descriptors kept (_descriptors); more forget them all
 
 
+def _blocks(total):
+    """The chunked path's blocks for T tokens: T / C rounded up, and at least one (the prep's
+    one program then writes the cu_seqlens flag); the scratch and the Hopper pass's descriptors
+    are sized by it."""
+    return max(triton.cdiv(total, CHUNK), 1)
+
+
 def _prep_seq_block(num_seqs):
     """The cu_seqlens entries the prep compares per step with each block's rows (its BN): the
     call's sequences rounded up to a power of two, from 16 to _SEQ_BLOCK (three compiled
@@ -363,7 +370,7 @@ def _plan(total, num_seqs, arch, tma_ready=True):
         return Plan(_walk_launch(total, num_seqs, _table("WALK_TABLE", arch)), None, 1, 1, None, None, None, False)
     span_blocks, spans = _span_plan(total, num_seqs)
     pieces = num_seqs * spans
-    blocks = triton.cdiv(total, CHUNK)
+    blocks = _blocks(total)
     prep = next(row for row in _table("PREP_TABLE", arch) if _within(blocks, row.max_blocks))
     pass_launch, summary, fixup = (_launch_for(_table(name, arch), pieces)
                                    for name in ("PASS_TABLE", "SUMMARY_TABLE", "FIXUP_TABLE"))
@@ -564,7 +571,7 @@ def _new_call_plan(total, num_seqs, arch, has_state, pooled, scale_from_ptr, tma
             dict(HAS_STATE=has_state, SCALE_FROM_PTR=scale_from_ptr, POOLED=pooled, HQ=NUM_Q_HEADS, **heads,
                  BV=walk.block_v, BN=_SEQ_BLOCK, CT=walk.tile),
             walk.warps),), (), 0, constants)
-    blocks = max(triton.cdiv(total, CHUNK), 1)  # at least one prep program: it writes the flag
+    blocks = _blocks(total)
     slots, scratch_bytes = _scratch_layout(blocks, num_seqs, plan.spans)
     operands = dict(k16_ptr="k16", v_ptr="v", tb_ptr="tb", gate_ptr="gates", flag_ptr="flag", order_ptr="order")
     carried = dict(operands, state_ptr="state", cu_ptr="cu_seqlens", **pool, T="T", J="J", S="S")
@@ -858,5 +865,5 @@ def _tile_descriptors(call, bases, v):
     if hopper is None:
         return _NO_DESCRIPTORS
     total = call.constants[0]
-    return tile_descriptors(bases, v, total, max(triton.cdiv(total, CHUNK), 1), hopper.block_v, NUM_Q_HEADS,
-                            NUM_V_HEADS, HEAD_SIZE, CHUNK)
+    return tile_descriptors(bases, v, total, _blocks(total), hopper.block_v, NUM_Q_HEADS, NUM_V_HEADS, HEAD_SIZE,
+                            CHUNK)

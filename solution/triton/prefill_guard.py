@@ -110,10 +110,13 @@ def verdict(first, second, walked):
     (output, new_state) of two runs of one call, `walked` the token walk's. True: the runs agree
     bit for bit and with the walk (worst_margin at most GUARD_MARGIN); False: they do not; None:
     the walk's hold NaN or infinities (nothing to compare)."""
-    if not all(torch.isfinite(tensor).all() for tensor in walked):
+    finite = [torch.isfinite(tensor).all() for tensor in walked]
+    same = [(a.view(_BITS[a.dtype]) == b.view(_BITS[b.dtype])).all() for a, b in zip(first, second)]
+    close = [_worst(a, w) <= GUARD_MARGIN for a, w in zip(first, walked)]
+    flags = torch.stack(finite + same + close).tolist()  # the check's one wait on the device
+    if not all(flags[:len(finite)]):
         return None
-    same = all(torch.equal(a.view(_BITS[a.dtype]), b.view(_BITS[b.dtype])) for a, b in zip(first, second))
-    return same and all(worst_margin(a, w) <= GUARD_MARGIN for a, w in zip(first, walked))
+    return all(flags[len(finite):])
 
 
 _BITS = {torch.bfloat16: torch.int16, torch.float32: torch.int32}
@@ -123,9 +126,14 @@ def worst_margin(got, want):
     """The largest error of `got` in units of the contest's tolerance: per element, the error
     over max(TOLERANCE, TOLERANCE * |want|) (an element fails the contest's check where its error
     exceeds both); NaN and infinities count as failing without bound."""
+    return float(_worst(got, want))
+
+
+def _worst(got, want):
+    """worst_margin as a 0-dim tensor on got's device (0 for no elements): read without waiting."""
     got, want = got.double(), want.double()
-    margin = (got - want).abs() / (TOLERANCE * want.abs()).clamp(min=TOLERANCE)
-    return float(torch.nan_to_num(margin, nan=float("inf")).max()) if margin.numel() else 0.0
+    margin = torch.nan_to_num((got - want).abs() / (TOLERANCE * want.abs()).clamp(min=TOLERANCE), nan=float("inf"))
+    return margin.max() if margin.numel() else margin.new_zeros(())
 
 
 def record(call, key, arch, passed):
