@@ -36,13 +36,20 @@ MMA_CLASSES = (("tcgen05.mma", "tcgen05"), ("wgmma.mma_async", "wgmma"), ("mma.s
 _PTXAS_SPILLS = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 _PTXAS_REGISTERS = re.compile(r"Used (\d+) registers")
 _PTXAS_STATIC_SHARED = re.compile(r"(\d+) bytes smem")
+# PTX instructions that write global memory: plain, vector and predicated stores, reductions and
+# atomics, and TMA's bulk copies from shared to global memory.
+_GLOBAL_WRITES = re.compile(r"\b(?:st|red|atom)(?:\.\w+)*\.global\b|\bcp\.async\.bulk(?:\.tensor\.\dd)?\.global\.")
+# Bumped when Compiled gains a field, so that the cache's older results are not read as this one's.
+_SCHEMA = "2"
 
 
 class Compiled(NamedTuple):
     """What ptxas made of one launch: registers per thread, stack frame and spill bytes per
     thread (stores, loads), shared memory per program in bytes (Triton's dynamic allocation
-    plus any static), tensor memory columns (Blackwell; 0 elsewhere) and the MMA class
-    (tcgen05, wgmma, mma.sync or none)."""
+    plus any static), tensor memory columns (Blackwell; 0 elsewhere), the MMA class (tcgen05,
+    wgmma, mma.sync or none) and the PTX's instructions that write global memory (none: the
+    kernel can have no effect; Triton 3.6 and 3.7.1 have compiled a whole kernel into a bare
+    `trap` for sm_100a, docs/perf.md item 31)."""
     regs: int
     stack: int
     spill_stores: int
@@ -50,6 +57,7 @@ class Compiled(NamedTuple):
     smem: int
     tmem: int
     mma: str
+    global_writes: int
 
 
 class Job(NamedTuple):
@@ -78,7 +86,7 @@ def job(record, capability: tuple[int, int]) -> Job:
     bound, specialization, options = binder(*record.args, **kwargs)
     options, signature, constexprs, attrs = fn._pack_args(backend, kwargs, bound, specialization, options)
     src = _source_class(fn)(fn, signature, constexprs, attrs)
-    text = f"{triton.__version__}-{src.hash()}-{backend.hash()}-{options.hash()}"
+    text = f"{triton.__version__}-{src.hash()}-{backend.hash()}-{options.hash()}-{_SCHEMA}"
     return Job(src, target, options, hashlib.sha256(text.encode()).hexdigest())
 
 
@@ -110,7 +118,12 @@ def read_compiled(ptxas_log: str, metadata, ptx: str) -> Compiled:
     mma = next((name for opcode, name in MMA_CLASSES if opcode in ptx), "none")
     return Compiled(regs=int(_PTXAS_REGISTERS.search(ptxas_log).group(1)), stack=stack, spill_stores=stores,
                     spill_loads=loads, smem=metadata.shared + static_shared, tmem=getattr(metadata, "tmem_size", 0) or 0,
-                    mma=mma)
+                    mma=mma, global_writes=global_writes(ptx))
+
+
+def global_writes(ptx: str) -> int:
+    """How many instructions of `ptx` write global memory (_GLOBAL_WRITES)."""
+    return len(_GLOBAL_WRITES.findall(ptx))
 
 
 def compile_all(jobs: list[Job], workers: int, use_cache: bool = True, progress=None) -> list[Compiled]:

@@ -4,7 +4,8 @@ submissions (gdn_bench.arch_launches) compiled offline for each architecture of 
 the setting that chose it; the checks every launch must pass; the table, the JSON and a summary.
 
 The checks (`problems`): no spill beyond TOLERATED_SPILLS (stores or loads), shared memory
-within SHARED_MEMORY_LIMIT, the MMA class EXPECTED_MMA asks of a kernel, every kernel named in
+within SHARED_MEMORY_LIMIT, the MMA class EXPECTED_MMA asks of a kernel, some instruction that
+writes global memory (every production kernel writes its outputs), every kernel named in
 arch_launches.SETTINGS and every table row reached by a call. The report of the landed code is
 committed (COMMITTED); `check_committed` tells whether it is the current code's (the same
 launches, by key) and compiles a sample again to confirm its numbers: what CI runs
@@ -50,7 +51,7 @@ TOLERATED_SPILLS = {"sm90": {"span_pass_kernel": 196, "chunk_prep_kernel": 12, "
 COMMITTED = Path("docs") / "data" / "arch"  # under the checkout: arch_report.json and .txt
 JSON_NAME, TEXT_NAME = "arch_report.json", "arch_report.txt"
 _IDENTITY = ("arch", "plan", "kernel", "warps", "constexprs", "options", "key", "settings", "calls")  # a row before compiling
-_FIELDS = ("regs", "stack", "spill_stores", "spill_loads", "smem", "tmem", "mma")  # what compiling adds
+_FIELDS = ("regs", "stack", "spill_stores", "spill_loads", "smem", "tmem", "mma", "global_writes")  # what compiling adds
 
 
 def collect(root: Path, architectures: list[str], workers: int, use_cache: bool = True, progress=None) -> dict:
@@ -123,6 +124,9 @@ def problems(row: dict) -> list[str]:
     expected = EXPECTED_MMA.get(row["plan"], {}).get(row["kernel"])
     if expected and row["mma"] != expected:
         found.append(f"MMA {row['mma']}, expected {expected} (EXPECTED_MMA)")
+    if row["global_writes"] == 0:
+        found.append("no instruction writes global memory: the compiled kernel has no effect (a body compiled "
+                     "away, as into a bare trap)")
     if row["kernel"] not in _settings():
         found.append("a kernel gdn_bench.arch_launches.SETTINGS does not name")
     return found

@@ -1,8 +1,10 @@
 """The architecture report (gdn_bench/arch_report.py, scripts/arch_report.py): the committed
 report is the code's and passes its checks (no spill beyond TOLERATED_SPILLS, shared memory
-within the limit, the MMA class EXPECTED_MMA asks for, every table row reached), a sample of it
+within the limit, the MMA class EXPECTED_MMA asks for, an instruction that writes global memory,
+every table row reached), a sample of it
 compiles again to the same numbers, and a launch that spills, compiled offline for sm_100a, is
-flagged; the checks on report rows; run_modal's summary; and the recording of launches
+flagged; the checks on report rows; the count of global writes in PTX; run_modal's summary; and
+the recording of launches
 (shared.recording_launches) that the report and the tuner rely on.
 
 Compiling needs Triton without its interpreter, which these tests run under (conftest): the
@@ -16,7 +18,7 @@ import sys
 import pytest
 import torch
 
-from gdn_bench import arch_report
+from gdn_bench import arch_compile, arch_report
 from gdn_bench.algos import load_solution_file
 from helpers import KERNEL_PATH, ROOT
 
@@ -82,7 +84,7 @@ def test_a_spilling_launch_compiled_for_sm100a_is_flagged(tmp_path):
 def _row(**changes) -> dict:
     """A report row of decode's kernel on sm_100a that passes every check, with `changes`."""
     row = {"arch": "sm_100a", "plan": "sm100", "kernel": "_gdn_decode_kernel", "regs": 128, "stack": 0,
-           "spill_stores": 0, "spill_loads": 0, "smem": 32, "tmem": 0, "mma": "none"}
+           "spill_stores": 0, "spill_loads": 0, "smem": 32, "tmem": 0, "mma": "none", "global_writes": 3}
     return dict(row, **changes)
 
 
@@ -100,7 +102,10 @@ TOLERATED = arch_report.TOLERATED_SPILLS["sm100"]["span_pass_kernel"]
     ({"kernel": "span_pass_kernel", "mma": "mma.sync"}, ["MMA mma.sync, expected tcgen05 (EXPECTED_MMA)"]),
     ({"plan": "sm90", "kernel": "span_pass_kernel", "mma": "mma.sync"}, ["MMA mma.sync, expected wgmma (EXPECTED_MMA)"]),
     ({"kernel": "_new_kernel"}, ["a kernel gdn_bench.arch_launches.SETTINGS does not name"]),
-], ids=["clean", "spill", "tolerated", "beyond-tolerated", "shared-memory", "no-tcgen05", "no-wgmma", "unnamed"])
+    ({"global_writes": 0}, ["no instruction writes global memory: the compiled kernel has no effect (a body "
+                            "compiled away, as into a bare trap)"]),
+], ids=["clean", "spill", "tolerated", "beyond-tolerated", "shared-memory", "no-tcgen05", "no-wgmma", "unnamed",
+        "no-effect"])
 def test_the_checks_of_a_row(changes, found):
     assert arch_report.problems(_row(**changes)) == found
 
@@ -148,3 +153,28 @@ def test_recording_launches_records_every_launch_and_makes_none(monkeypatch):
     assert compiled.runs == [] and through_triton == [] and type(launcher) is shared.Launcher
     launcher.launch((1, 1, 1), (x, 0.5), constexprs, 4, 0)
     assert len(compiled.runs) == 1
+
+
+# A kernel compiled into nothing but a trap (Triton 3.6 and 3.7.1 did this to a whole kernel for
+# sm_100a, docs/perf.md item 31), cut to its instructions, and the writes PTX can make.
+TRAPPED_PTX = """.visible .entry fused_kernel(
+	.param .u64 .ptr .global .align 1 fused_kernel_param_0
+)
+.reqntid 256
+{
+	trap;
+}
+"""
+WRITING_PTX = """	ld.global.v4.b32 {%r1, %r2, %r3, %r4}, [%rd1];
+	st.shared.b32 [%r5], %r1;
+	st.global.v4.b32 [%rd2], {%r1, %r2, %r3, %r4};
+	@%p1 st.global.b16 [%rd3], %rs1;
+	red.global.add.f32 [%rd4], %f1;
+	atom.global.cas.b32 %r6, [%rd5], %r7, %r8;
+	cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%rd6, {%r9, %r10}], [%r11];
+"""
+
+
+def test_global_writes_are_counted_from_the_ptx():
+    assert arch_compile.global_writes(TRAPPED_PTX) == 0
+    assert arch_compile.global_writes(WRITING_PTX) == 5
