@@ -4,7 +4,8 @@ submissions (gdn_bench.arch_launches) compiled offline for each architecture of 
 the setting that chose it; the checks every launch must pass; the table, the JSON and a summary.
 
 The checks (`problems`): no spill beyond TOLERATED_SPILLS (stores or loads), shared memory
-within SHARED_MEMORY_LIMIT, the MMA class EXPECTED_MMA asks of a kernel, some instruction that
+within SHARED_MEMORY_LIMIT and tensor memory within TENSOR_MEMORY_LIMIT, the MMA class EXPECTED_MMA
+asks of a kernel, some instruction that
 writes global memory (every production kernel writes its outputs), every kernel named in
 arch_launches.SETTINGS and every table row reached by a call. The report of the landed code is
 committed (COMMITTED); `check_committed` tells whether it is the current code's (the same
@@ -28,6 +29,10 @@ GPU_ARCHITECTURES = {"H100": "sm_90a", "H200": "sm_90a", "B200": "sm_100a", "B30
 # B300 (cudaDevAttrMaxSharedMemoryPerBlockOptin, 227 KiB), above which Triton refuses to load the
 # kernel (OutOfResources, as it reads the device's max_shared_mem).
 SHARED_MEMORY_LIMIT = 232448
+# Tensor memory a program may use, in columns: what a Blackwell multiprocessor has (128 lanes of 512
+# 32-bit columns). Triton 3.6 and 3.7.1 compile a kernel that needs more into a bare trap, with no
+# error (a fused prefill kernel needing 640 columns, docs/sm100.md section 7); 3.9 fits it.
+TENSOR_MEMORY_LIMIT = 512
 # The MMA class each kernel's launches must use, per shared.arch_key: the allowance as data. The
 # chunked path's products run wgmma on sm90 and tcgen05 on sm100 (4 or 8 warps there, one stage:
 # docs/sm100.md).
@@ -66,7 +71,8 @@ def collect(root: Path, architectures: list[str], workers: int, use_cache: bool 
         row.update(compiled._asdict())
         row["problems"] = problems(row)
     return {"triton": triton.__version__, "ptxas": _ptxas_versions(architectures),
-            "shared_memory_limit": SHARED_MEMORY_LIMIT, "expected_mma": EXPECTED_MMA,
+            "shared_memory_limit": SHARED_MEMORY_LIMIT, "tensor_memory_limit": TENSOR_MEMORY_LIMIT,
+            "expected_mma": EXPECTED_MMA,
             "tolerated_spills": TOLERATED_SPILLS, "unreached_rows": unreached, "launches": rows}
 
 
@@ -121,6 +127,8 @@ def problems(row: dict) -> list[str]:
                      + (f" (TOLERATED_SPILLS: {tolerated})" if tolerated else ""))
     if row["smem"] > SHARED_MEMORY_LIMIT:
         found.append(f"shared memory {row['smem']} B > {SHARED_MEMORY_LIMIT} B")
+    if row["tmem"] > TENSOR_MEMORY_LIMIT:
+        found.append(f"tensor memory {row['tmem']} columns > {TENSOR_MEMORY_LIMIT}")
     expected = EXPECTED_MMA.get(row["plan"], {}).get(row["kernel"])
     if expected and row["mma"] != expected:
         found.append(f"MMA {row['mma']}, expected {expected} (EXPECTED_MMA)")

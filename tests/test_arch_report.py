@@ -1,10 +1,9 @@
 """The architecture report (gdn_bench/arch_report.py, scripts/arch_report.py): the committed
 report is the code's and passes its checks (no spill beyond TOLERATED_SPILLS, shared memory
-within the limit, the MMA class EXPECTED_MMA asks for, an instruction that writes global memory,
-every table row reached), a sample of it
-compiles again to the same numbers, and a launch that spills, compiled offline for sm_100a, is
-flagged; the checks on report rows; the count of global writes in PTX; run_modal's summary; and
-the recording of launches
+and tensor memory within their limits, the MMA class EXPECTED_MMA asks for, an instruction that
+writes global memory, every table row reached), a sample of it compiles again to the same
+numbers, and a launch that spills, compiled offline for sm_100a, is flagged; the checks on report
+rows; the count of global writes in PTX; run_modal's summary; and the recording of launches
 (shared.recording_launches) that the report and the tuner rely on.
 
 Compiling needs Triton without its interpreter, which these tests run under (conftest): the
@@ -104,8 +103,10 @@ TOLERATED = arch_report.TOLERATED_SPILLS["sm100"]["span_pass_kernel"]
     ({"kernel": "_new_kernel"}, ["a kernel gdn_bench.arch_launches.SETTINGS does not name"]),
     ({"global_writes": 0}, ["no instruction writes global memory: the compiled kernel has no effect (a body "
                             "compiled away, as into a bare trap)"]),
+    ({"tmem": arch_report.TENSOR_MEMORY_LIMIT + 128},
+     [f"tensor memory {arch_report.TENSOR_MEMORY_LIMIT + 128} columns > {arch_report.TENSOR_MEMORY_LIMIT}"]),
 ], ids=["clean", "spill", "tolerated", "beyond-tolerated", "shared-memory", "no-tcgen05", "no-wgmma", "unnamed",
-        "no-effect"])
+        "no-effect", "tensor-memory"])
 def test_the_checks_of_a_row(changes, found):
     assert arch_report.problems(_row(**changes)) == found
 
