@@ -4,13 +4,12 @@ submissions (gdn_bench.arch_launches) compiled offline for each architecture of 
 the setting that chose it; the checks every launch must pass; the table, the JSON and a summary.
 
 The checks (`problems`): no spill beyond TOLERATED_SPILLS (stores or loads), shared memory
-within SHARED_MEMORY_LIMIT and tensor memory within TENSOR_MEMORY_LIMIT, the MMA class EXPECTED_MMA
-asks of a kernel, some instruction that
-writes global memory (every production kernel writes its outputs), every kernel named in
-arch_launches.SETTINGS and every table row reached by a call. The report of the landed code is
-committed (COMMITTED); `check_committed` tells whether it is the current code's (the same
-launches, by key) and compiles a sample again to confirm its numbers: what CI runs
-(tests/test_arch_report.py).
+within SHARED_MEMORY_LIMIT and tensor memory within TENSOR_MEMORY_LIMIT, the MMA class
+EXPECTED_MMA asks of a kernel, some instruction that writes global memory (every production
+kernel writes its outputs), every kernel named in arch_launches.SETTINGS and every table row
+reached by a call. The report of the landed code is committed (COMMITTED); `check_committed`
+tells whether it is the current code's (the same launches, by key) and compiles a sample again to
+confirm its numbers: what CI runs (tests/test_arch_report.py).
 
 Nothing here imports triton at module level: run_modal reads the committed summary without it.
 """
@@ -72,8 +71,8 @@ def collect(root: Path, architectures: list[str], workers: int, use_cache: bool 
         row["problems"] = problems(row)
     return {"triton": triton.__version__, "ptxas": _ptxas_versions(architectures),
             "shared_memory_limit": SHARED_MEMORY_LIMIT, "tensor_memory_limit": TENSOR_MEMORY_LIMIT,
-            "expected_mma": EXPECTED_MMA,
-            "tolerated_spills": TOLERATED_SPILLS, "unreached_rows": unreached, "launches": rows}
+            "expected_mma": EXPECTED_MMA, "tolerated_spills": TOLERATED_SPILLS, "unreached_rows": unreached,
+            "launches": rows}
 
 
 def _launch_rows(root: Path, architectures: list[str]) -> tuple[list[dict], list, dict]:
