@@ -113,6 +113,33 @@ def test_serving_call_padding_and_indices_past_the_pool(device):
     assert torch.equal(without.isnan(), output.isnan()) and torch.equal(without[[0, 1, 3, 4]], output[[0, 1, 3, 4]])
 
 
+def test_states_stream_where_they_outgrow_the_l2():
+    """The per-token states take the streaming hint from STREAM_L2_FRACTION of the L2 on, and
+    never where no L2 is known (the CPU). 16 rows of 8 tokens write 64 MiB of states."""
+    states = 16 * 8 * HV * D * D * 4
+    assert states == 64 * 2**20
+    fraction = sub.STREAM_L2_FRACTION
+    assert sub.streams(states, 50 * 2**20) and sub.streams(states, 60 * 2**20)
+    assert sub.streams(states, states / fraction) and not sub.streams(states, states / fraction + 64)
+    assert not sub.streams(states // 2, 50 * 2**20), "32 MiB on a 50 MiB L2 (H100 and H200 both)"
+    assert not sub.streams(states, 0)
+
+
+def test_streamed_states_match_float64(device, monkeypatch):
+    """With the streaming hint in force (an L2 far smaller than the states), pooled_mtp's
+    outputs and states are those of the float64 reference, as without it."""
+    monkeypatch.setattr(sub, "l2_bytes", lambda _device: 1)
+    batch, steps, pool_size = 2, 3, 5
+    inputs, pool, gen = _draw(batch, steps, pool_size, SEED + 40, device)
+    slots = torch.randperm(pool_size, generator=gen)[:batch].tolist()
+    buffer = _nan(pool_size, steps, HV, D, D, device=device)
+    output = _nan(batch, steps, HV, D, dtype=torch.bfloat16, device=device)
+    _call(sub.pooled_mtp, inputs, pool, torch.tensor(slots, dtype=torch.int32, device=device), None, output, buffer)
+    _check_rows(inputs, pool, slots, range(batch), None, output, buffer[slots], f"streamed, seed={SEED + 40}")
+    untouched = [n for n in range(pool_size) if n not in slots]
+    assert buffer[untouched].isnan().all(), "a slot of no row was written"
+
+
 def test_rows_sharing_a_slot(device):
     """Two rows reading one slot each start from the pool's state (both outputs exact); the
     slot's buffer holds, element by element, one of the two rows' states (which one is not

@@ -60,6 +60,27 @@ def capability_arch(capability):
     return "sm100" if capability[0] >= 10 else "sm90"
 
 
+# The L2 a GPU planned for (planning_for) is taken to have: the H100's 50 MB, so that the
+# architecture report compiles the launches such a GPU makes (mtp's streamed stores).
+PLANNED_L2_BYTES = 50 * 2**20
+
+
+def l2_bytes(device):
+    """The size in bytes of `device`'s L2: PLANNED_L2_BYTES while planning_for is in force, 0 for a
+    CPU device, else the driver's answer (asked once per device)."""
+    if _PLANNING_FOR:
+        return PLANNED_L2_BYTES
+    if device.type != "cuda":
+        return 0
+    return _cuda_l2_bytes(device.index)
+
+
+@functools.lru_cache(maxsize=None)
+def _cuda_l2_bytes(index):
+    """l2_bytes of CUDA device `index`, asked of the driver once."""
+    return torch.cuda.get_device_properties(index).L2_cache_size
+
+
 class planning_for:
     """Context manager: inside it, arch_key answers for `capability` (major, minor) whatever the
     device, so that a tool without that GPU (the architecture report) can ask the submissions
