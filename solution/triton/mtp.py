@@ -98,7 +98,6 @@ def streams(states_bytes, l2_size):
     return l2_size > 0 and states_bytes >= STREAM_L2_FRACTION * l2_size
 
 
-
 @triton.jit(do_not_specialize=["pool_size"])
 def _gdn_mtp_kernel(
     q_ptr, k_ptr, v_ptr, pool_ptr, index_ptr, A_log_ptr, a_ptr, dt_bias_ptr, b_ptr, out_ptr, states_ptr,
