@@ -9,6 +9,7 @@ launch. Nothing is compiled and no kernel runs (not even in Triton's interpreter
 """
 
 import contextlib
+import importlib
 
 COMPILED_HEAD = ("function", "packed_metadata", None, None, None)  # the compiled kernel's own arguments
 
@@ -21,9 +22,9 @@ def stubbed_launches(launcher_class):
     each Launcher's cache of compiled kernels is as it was after."""
     launches = []
     saved = {}
-
-    def run(*args):
-        launches.append(args[:3])
+    package = launcher_class.__module__.rpartition(".")[0]
+    way = importlib.import_module(f"{package}.direct_launch").LaunchWay(lambda *args: launches.append(args[:3]),
+                                                                         COMPILED_HEAD, True, ())
 
     def first_launch(self, grid, args, constexprs, num_warps, options, key, raw, aligned):
         """In place of Launcher._through_triton: the configuration's stand-in compiled kernel kept
@@ -31,8 +32,8 @@ def stubbed_launches(launcher_class):
         saved.setdefault(self, dict(self.compiled))
         values = tuple(value for _, value in constexprs)
         if aligned:
-            self.compiled[key] = (run, _no_stream, COMPILED_HEAD, values)
-        run(*grid)
+            self.compiled[key] = (way, _no_stream, values, {})
+        way.run(*grid)
 
     original = launcher_class.__dict__["_through_triton"]
     launcher_class._through_triton = first_launch

@@ -144,8 +144,8 @@ def test_recording_launches_records_every_launch_and_makes_none(monkeypatch):
     monkeypatch.setattr(shared, "hooks_installed", lambda: False)
     launcher, x = shared.Launcher(Kernel()), torch.zeros(16)
     constexprs = (("BLOCK", 16),)
-    head = (compiled.function, compiled.packed_metadata, None, None, None)  # as Launcher keeps an entry
-    launcher.compiled[(0, constexprs, 4, (), ())] = (compiled.run, lambda index: "stream", head, (16,))  # launched before
+    way = shared.ways_to_launch(compiled)[0]  # Triton's wrapper: all a stand-in has
+    launcher.compiled[(0, launcher.config(constexprs, 4), ())] = (way, lambda index: "stream", (16,), {})  # launched before
     with shared.recording_launches() as recorded:
         launcher.launch((1, 1, 1), (x, 0.5), constexprs, 4, 0)
         launcher.prepare((2, 1, 1), (x, 0.5), (("BLOCK", 32),), 2, 0)()

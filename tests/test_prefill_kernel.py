@@ -200,15 +200,26 @@ def test_two_calls_are_bit_identical(device):
 
 
 def _record_launches(monkeypatch) -> list:
-    """Patches the launchers to log ("prepare", kernel) and ("launch", kernel) events."""
+    """Patches the launchers to log ("prepare", kernel) and ("launch", kernel) events, whether a
+    launch is prepared by Triton's path (prepare) or by the direct one (direct, on a GPU once a
+    configuration has been launched)."""
     events = []
-    real = sub.Launcher.prepare
+    real_prepare, real_direct = sub.Launcher.prepare, sub.Launcher.direct
 
     def prepare(self, *args, **kwargs):
-        launch = real(self, *args, **kwargs)
+        launch = real_prepare(self, *args, **kwargs)
         events.append(("prepare", self.fn.__name__))
         return lambda: (events.append(("launch", self.fn.__name__)), launch())
+
+    def direct(self, *args, **kwargs):
+        made = real_direct(self, *args, **kwargs)
+        if made is None:
+            return None
+        events.append(("prepare", self.fn.__name__))
+        run, arguments = made
+        return lambda *a: (events.append(("launch", self.fn.__name__)), run(*a)), arguments
     monkeypatch.setattr(sub.Launcher, "prepare", prepare)
+    monkeypatch.setattr(sub.Launcher, "direct", direct)
     return events
 
 

@@ -52,7 +52,8 @@ def stand_in(monkeypatch):
             return lambda *args, **kwargs: (through_triton.append((grid, args, kwargs)), compiled)[1]
 
     monkeypatch.setattr(shared, "INTERPRETED", False)
-    monkeypatch.setattr(shared, "_direct_stream", lambda compiled, device_index, args: lambda index: f"stream{index}")
+    monkeypatch.setattr(shared, "_probed_way", lambda compiled, device_index, args, kept: (
+        shared.ways_to_launch(compiled)[0], lambda index: f"stream{index}"))
     monkeypatch.setattr(shared, "hooks_installed", lambda: False)
     return shared.Launcher(Kernel()), through_triton, compiled
 

@@ -68,7 +68,7 @@ from .prefill_spans import SpanSettings, span_plan
 from .prefill_walk import token_walk_kernel
 from .shared import (HEAD_SIZE, INTERPRETED, NUM_Q_HEADS, NUM_V_HEADS, Launcher, Tensor, arch_key, checked_pointers,
                      expect_indices, expect_pool, expect_rank, expect_write_indices, expected_specs, fitting_pointers,
-                     scale_value)
+                     hooks_installed, scale_value)
 
 # --- Tuning surface: every setting and launch table, chosen in _plan ----------------------
 # Measured on H100 and H200 (docs/perf.md, prefill items 17-20).
@@ -412,12 +412,12 @@ def _within(value, bound):
 def _settings(arch):
     """Everything _plan and _new_call_plan read from this module for architecture `arch`, as it
     holds it now (a tuner or a test may have replaced any of it): a kept CallPlan is used while
-    these are what it was planned with (_call_plan). Read directly, each table once: this runs
-    on every call."""
+    these are what it was planned with (_call_plan). Read directly, each table as _table reads
+    it but without the call: this runs on every call."""
     return (CHUNK, WALK_MAX_TOKENS, WALK_MAX_MEAN_LENGTH, SPAN_MIN_TOKENS, SPAN_MIN_BLOCKS, SPAN_MAX, SPAN_PIECES,
             ORDER_MIN_BLOCKS, ORDER_MIN_PROGRAMS, HOPPER_PASS_MIN_PIECES, HOPPER_PASS_MIN_BLOCKS, HOPPER_SUMMARY,
-            *(_table(name, arch) for name in ("WALK_TABLE", "PREP_TABLE", "PASS_TABLE", "SUMMARY_TABLE", "FIXUP_TABLE",
-                                              "HOPPER_PASS_TABLE")))
+            WALK_TABLE.get(_WALKS_AS.get(arch, arch), ()), PREP_TABLE.get(arch, ()), PASS_TABLE.get(arch, ()),
+            SUMMARY_TABLE.get(arch, ()), FIXUP_TABLE.get(arch, ()), HOPPER_PASS_TABLE.get(arch, ()))
 
 
 def _sizes(q, cu_seqlens):
@@ -504,15 +504,16 @@ class Step(NamedTuple):
     """One launch of a call, all but its arguments' values: the Launcher, the grid, where each
     runtime argument comes from (names of the call's values, _launch_call), in parameter order,
     `take`, which picks them from the call's values in the CallPlan's order, the constexprs as
-    (name, value) pairs in parameter order, the warps and the compile options as (name, value)
-    pairs (Launcher.prepare)."""
+    (name, value) pairs in parameter order, the warps, the compile options as (name, value)
+    pairs (Launcher.prepare) and the Launcher's number for those three (Launcher.config)."""
     launcher: Launcher
     grid: tuple
     sources: tuple
     take: operator.itemgetter
     constexprs: tuple
     warps: int
-    options: tuple = ()
+    options: tuple
+    config: int
 
 
 class CallPlan(NamedTuple):
@@ -531,7 +532,8 @@ def _step(launcher, grid, sources, constexprs, warps, options=()):
     constexprs by parameter name (TypeError where they do not match the kernel's parameters).
     Every kernel has several runtime arguments, so `take` gives a tuple."""
     ordered, pairs = launcher.order(sources, constexprs)
-    return Step(launcher, grid, ordered, operator.itemgetter(*map(_VALUES.index, ordered)), pairs, warps, options)
+    return Step(launcher, grid, ordered, operator.itemgetter(*map(_VALUES.index, ordered)), pairs, warps, options,
+                launcher.config(pairs, warps, options))
 
 
 _CALL_PLANS = {}  # _call_plan's key -> (_settings then, CallPlan)
@@ -800,9 +802,11 @@ def _launch_call(call, tensors, pointers, extras, scale_tensor, device):
     out. `tensors`: _ARG_NAMES' (state the one the kernels read); `pointers`: their data
     pointers, then the indices' (None for kernel()); `extras`: read_indices, write_indices,
     pool_size (None for kernel()) and the scale's float. The launches take raw pointers (the
-    scratch's from one allocation of bytes), their tensors made only for a launch through
-    Triton; what may change the compiled kernel besides the constexprs is the dtypes of the
-    indices and of the scale's tensor (every other dtype is checked)."""
+    scratch's from one allocation of bytes): every one by the direct path (Launcher.direct)
+    where each has one, the usual case once a call's configurations have run; else each
+    prepared (Launcher.prepare), its tensors made only for a launch through Triton. What may
+    change the compiled kernel besides the constexprs is the dtypes of the indices and of the
+    scale's tensor (every other dtype is checked)."""
     read_indices, write_indices, pool_size, scale_float = extras
     scale_ptr = tensors[_A_LOG] if scale_tensor is None else scale_tensor
     scale_address, buffer, base = scale_ptr.data_ptr(), None, 0
@@ -813,8 +817,15 @@ def _launch_call(call, tensors, pointers, extras, scale_tensor, device):
     aligned = not functools.reduce(operator.or_, pointers[:_READ], scale_address | base | indices) & 15
     values = (*pointers, scale_address, pool_size, scale_float, *call.constants,
               *[base + slot.offset for slot in call.slots], *_descriptors(call, base, tensors[2]))
-    objects = (*tensors, read_indices, write_indices, scale_ptr, pool_size, scale_float, *call.constants)
     specialization = (getattr(read_indices, "dtype", None), scale_ptr.dtype)
+    if aligned and not hooks_installed():  # every launch by the direct path, where each has one
+        direct = [step.launcher.direct(step.grid, step.take(values), step.config, device.index, specialization)
+                  for step in call.steps]
+        if all(direct):
+            for run, arguments in direct:
+                run(*arguments)
+            return
+    objects = (*tensors, read_indices, write_indices, scale_ptr, pool_size, scale_float, *call.constants)
     launches = [step.launcher.prepare(step.grid, functools.partial(_tensor_arguments, objects, buffer, call,
                                                                    step.sources),
                                       step.constexprs, step.warps, device.index, (step.take(values), aligned),

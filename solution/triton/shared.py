@@ -22,6 +22,8 @@ import torch
 import triton
 import triton.language as tl
 
+from .direct_launch import launch_arguments, ways_to_launch
+
 NUM_Q_HEADS = 4
 NUM_V_HEADS = 8
 HEAD_SIZE = 128
@@ -307,7 +309,8 @@ def scale_value(scale):
 # Triton's per-call path (argument binding, specialization key, cache lookup, a driver query
 # per pointer) costs more host time than a small kernel takes on the GPU. After the first
 # launch of a configuration, later ones can call the compiled kernel's launcher directly
-# with raw pointers (docs/perf.md, decode item 4 and "Notes moved from the code").
+# with raw pointers (docs/perf.md, decode item 4 and "Notes moved from the code"), and below
+# the Python wrapper of Triton's launcher where it has nothing to do (direct_launch).
 _RUNTIME_KNOBS = getattr(getattr(triton, "knobs", None), "runtime", None)
 
 
@@ -344,20 +347,23 @@ class Launcher:
     name, and `order` puts arguments given by name in the kernel's order (once, for a caller
     that keeps the order). Arguments are positional, constexprs last, in the kernel's order. The first
     launch of a configuration goes through Triton (which compiles it); later ones call the
-    compiled kernel's launcher directly with raw pointers, skipping Triton's per-call
-    argument binding. That is valid while the arguments specialize as on the first launch:
-    integer arguments marked do_not_specialize (or constant per configuration), every pointer
-    16-byte aligned (as the compiled kernel assumes), and no launch hook installed. A probe
-    with an empty grid checks once that the launcher takes these arguments (Triton versions
-    differ); if not, Triton's path stays for that configuration.
+    compiled kernel's C launcher directly with raw pointers (direct_launch: below Triton's
+    per-call argument binding and its launcher's Python wrapper, descriptors encoded once),
+    or the wrapper where that is what the kernel needs. That is valid while the arguments
+    specialize as on the first launch: integer arguments marked do_not_specialize (or
+    constant per configuration), every pointer 16-byte aligned (as the compiled kernel
+    assumes), and no launch hook installed. A probe with an empty grid checks once that the
+    launcher takes these arguments (Triton versions differ); if no way does, Triton's path
+    stays for that configuration.
     """
 
     def __init__(self, fn):
         self.fn = fn
-        # (device index, constexprs, warps, specialization) -> (the compiled kernel's launcher,
-        # stream getter, its arguments between the stream and the kernel's (function, packed
-        # metadata, three None), constexpr values),
-        # or False where the launcher does not take the arguments
+        self.configs = {}  # (constexprs, warps, options) -> its number (config)
+        self._last_config = (None, None, None, None)  # the last one config numbered, with its number
+        # (device index, config number, specialization) -> (the LaunchWay that the probe took,
+        # the stream getter, the constexprs' values, the descriptors' encodings kept), or None
+        # where no way takes the arguments
         self.compiled = {}
         _LAUNCHERS.add(self)
 
@@ -403,15 +409,34 @@ class Launcher:
                                           options)
         run(*run_args)
 
+    def config(self, constexprs, num_warps, options=()):
+        """The number of the configuration (constexprs, num_warps, options) (prepare's), the same
+        for equal ones: the compiled kernels' key holds it, cheap to hash where the tuple it stands
+        for is not (a caller that launches one configuration often keeps it: prefill's Steps)."""
+        last = self._last_config  # a call of one configuration again (decode's plan keeps its tuples)
+        if last[0] is constexprs and last[1] == num_warps and last[2] is options:
+            return last[3]
+        number = self.configs.setdefault((constexprs, num_warps, options), len(self.configs))
+        self._last_config = (constexprs, num_warps, options, number)
+        return number
+
+    def direct(self, grid, raw, config, device_index, specialization=()):
+        """(function, its arguments) that make prepare's launch by the direct path, given the raw
+        arguments `raw` (lowered's: tensors as addresses, every pointer 16-byte aligned, no launch
+        hook installed: the caller's to know) and the configuration's number (config), or None
+        where the configuration has no direct path (not launched yet, or no way takes its
+        arguments)."""
+        return _direct(self, grid, raw, config, device_index, specialization)
+
     def _launch_call(self, grid, args, constexprs, num_warps, device_index, lowered_args, specialization, options):
         """(function, its arguments) that make prepare's launch: the compiled kernel's launcher
         and raw arguments where the direct path is valid, else _through_triton and its."""
         raw, aligned = lowered_args or lowered(given(args))
-        key = (device_index, constexprs, num_warps, options, specialization)
-        entry = self.compiled.get(key)
-        if entry and aligned and not hooks_installed():
-            run, stream_of, head, values = entry
-            return run, (*grid, stream_of(device_index), *head, *raw, *values)
+        config = self.config(constexprs, num_warps, options)
+        direct = aligned and not hooks_installed() and _direct(self, grid, raw, config, device_index, specialization)
+        if direct:
+            return direct
+        key = (device_index, config, specialization)
         return self._through_triton, (grid, args, constexprs, num_warps, options, key, raw, aligned)
 
     def _through_triton(self, grid, args, constexprs, num_warps, options, key, raw, aligned):
@@ -419,10 +444,9 @@ class Launcher:
         kernel for the direct path if its launcher takes these arguments."""
         compiled = self.fn[grid](*given(args), **dict(constexprs), num_warps=num_warps, **dict(options))
         if key not in self.compiled and aligned and not INTERPRETED:
-            values = tuple(value for _, value in constexprs)
-            stream_of = _direct_stream(compiled, key[0], (*raw, *values))
-            head = (compiled.function, compiled.packed_metadata, None, None, None)
-            self.compiled[key] = stream_of and (compiled.run, stream_of, head, values)
+            values, kept = tuple(value for _, value in constexprs), {}
+            probed = _probed_way(compiled, key[0], (*raw, *values), kept)
+            self.compiled[key] = probed and (*probed, values, kept)
 
 
 class LaunchRecord(NamedTuple):
@@ -457,6 +481,10 @@ class _RecordingLauncher(Launcher):
         """Record the launch (see Launcher.launch)."""
         self.prepare(grid, args, constexprs, num_warps, device_index, options=options)()
 
+    def direct(self, grid, raw, config, device_index, specialization=()):
+        """None: a launch is recorded by prepare, never made directly (see Launcher.direct)."""
+        return None
+
 
 def recording():
     """Whether recording_launches is in force (launches are recorded, nothing runs)."""
@@ -483,18 +511,29 @@ class recording_launches:
                 launcher.__class__ = Launcher
 
 
-def _direct_stream(compiled, device_index, args):
-    """The stream getter to call the compiled kernel's launcher with, if that launcher takes
-    `args` (every argument of the kernel in order, constexprs included, tensors as raw
-    pointers), else False.
+def _direct(launcher, grid, raw, config, device_index, specialization):
+    """Launcher.direct's (function, its arguments), or None: what a Launcher's own launches call
+    (a tool that patches the method sees only what callers ask of it)."""
+    entry = launcher.compiled.get((device_index, config, specialization))
+    if not entry:
+        return None
+    way, stream_of, values, kept = entry
+    return way.run, launch_arguments(grid, stream_of(device_index), way, (*raw, *values), kept)
 
-    Triton versions differ in the launcher's arguments. The probe launches an empty grid (the
-    launcher parses every argument, then skips a grid of size 0), so nothing runs twice; on
-    a mismatch the full path is kept for good."""
+
+def _probed_way(compiled, device_index, args, kept):
+    """(the first of direct_launch.ways_to_launch(compiled) that takes `args`, the stream getter
+    to launch it with), else None; `args`: every argument of the kernel in order, constexprs
+    included, tensors as raw pointers.
+
+    Triton versions differ in their launchers' arguments. The probe launches an empty grid (the
+    launcher parses every argument, then skips a grid of size 0), so nothing runs twice; where
+    no way takes them, Triton's full path is kept for good."""
     stream_of = triton.runtime.driver.active.get_current_stream
-    try:
-        compiled.run(0, 0, 0, stream_of(device_index), compiled.function, compiled.packed_metadata,
-                     None, None, None, *args)
-    except (TypeError, AttributeError, SystemError):
-        return False
-    return stream_of
+    for way in ways_to_launch(compiled):
+        try:
+            way.run(*launch_arguments((0, 0, 0), stream_of(device_index), way, args, kept))
+        except (TypeError, AttributeError, SystemError, ValueError):
+            continue
+        return way, stream_of
+    return None
