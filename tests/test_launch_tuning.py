@@ -192,8 +192,10 @@ def test_an_mtp_probe_checks_the_call_it_times(monkeypatch):
 
 
 def _kernel_copy(tmp_path):
-    """kernel.py and the shared.py it imports, in a folder of their own."""
-    shutil.copy(KERNEL_PATH.parent / "shared.py", tmp_path)
+    """kernel.py and the modules it imports (shared.py and the direct_launch.py that imports), in a
+    folder of their own."""
+    for module in ("shared.py", "direct_launch.py"):
+        shutil.copy(KERNEL_PATH.parent / module, tmp_path)
     return Path(shutil.copy(KERNEL_PATH, tmp_path))
 
 
