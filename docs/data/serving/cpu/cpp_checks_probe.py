@@ -2,7 +2,7 @@
 On CPU tensors, against the submission's Python checks (shared.checked_pointers) on the same
 tensors; a probe for docs/perf.md item 33 (fourteenth session), not part of the kit.
 
-    python docs/data/serving/cpu/cpp_checks_probe.py   # from the checkout's root, in its venv
+    python docs/data/serving/cpu/cpp_checks_probe.py [cuda]   # from the checkout's root, in its venv
 """
 import time, timeit, torch, sys
 from torch.utils.cpp_extension import load_inline
@@ -35,6 +35,7 @@ bf, f32 = torch.bfloat16, torch.float32
 args = (torch.randn(T, 4, 128).to(bf), torch.randn(T, 4, 128).to(bf), torch.randn(T, 8, 128).to(bf), torch.randn(N, 8, 128, 128),
         torch.randn(8), torch.randn(T, 8).to(bf), torch.randn(8), torch.randn(T, 8).to(bf), torch.tensor([0, T]),
         torch.empty(T, 8, 128, dtype=bf), torch.empty(N, 8, 128, 128))
+args = tuple(t.to(sys.argv[1] if len(sys.argv) > 1 else "cpu") for t in args)  # cuda: a GPU host's tensors
 f = lambda: mod.pointers(*args)
 print("c++ checks", min(timeit.repeat(f, number=20000, repeat=5)) / 20000 * 1e6, "us")
 sys.path.insert(0, ".")
