@@ -14,7 +14,7 @@ from gdn_bench.host_cost import call_inputs, our_calls
 sub = load_solution_file(PREFILL.submission_entry(), "gdn_direct_launch")
 direct_launch = load_solution_file(PREFILL.submission_entry().parent / "direct_launch.py", "gdn_direct_launch_alone")
 C_LAUNCH = [].append  # a C function, as Triton's compiled launcher is
-KNOWN_LAYOUTS = ((3, 5), (3, 9))  # Triton releases whose launcher layouts direct_launch knows (its docstring)
+KNOWN_LAYOUTS = ((3, 6), (3, 9))  # Triton releases whose launcher layouts direct_launch knows (its docstring)
 
 
 class _Source:
@@ -22,7 +22,7 @@ class _Source:
 
 
 class _Wrapper:
-    """Triton's launcher object, as 3.6 makes it (no arg_annotations) or 3.7-3.9 (with them)."""
+    """Triton's launcher object, as 3.6 makes it (no arg_annotations) or 3.7.1 and 3.9 (with them)."""
 
     launch_cooperative_grid, launch_pdl, global_scratch_size, profile_scratch_size = False, True, 0, 0
 
@@ -55,7 +55,7 @@ def test_the_spread_layout_of_triton_3_6():
     assert wrapper == direct_launch.LaunchWay(compiled.run, ("function", ("metadata",), None, None, None), True, ())
 
 
-def test_the_annotated_layout_of_triton_3_7_to_3_9_under_the_descriptor_wrapper():
+def test_the_annotated_layout_of_triton_3_7_1_and_3_9_under_the_descriptor_wrapper():
     direct, _ = direct_launch.ways_to_launch(_Compiled(_Wrapper(_descriptor_wrapper(C_LAUNCH), annotated=True)))
     assert direct.run is C_LAUNCH and not direct.spread
     assert direct.head == ("function", False, True, ("metadata",), None, None, None, None, None, "annotations",

@@ -14,12 +14,13 @@ the C launcher first where the wrapper does nothing this one needs; `launch_argu
 out a launch's arguments for one of them, each descriptor encoded by Triton's own function
 once and kept with the descriptor object (descriptors are kept by their makers: prefill.py).
 
-The C launcher's arguments differ between Triton releases; two layouts are known:
+The C launcher's arguments differ between Triton releases; two layouts are known (read from the
+wheels of 3.6, 3.7.1 and 3.9; other releases are probed like any):
 
-    3.5-3.6 (a C module compiled per signature; the kernel's arguments spread):
+    3.6 (a C module compiled per signature; the kernel's arguments spread):
         launch(gx, gy, gz, stream, function, cooperative, pdl, global_scratch, profile_scratch,
                packed_metadata, launch_metadata, enter_hook, exit_hook, *kernel_args)
-    3.7-3.9 (one C function for every kernel, told the signature):
+    3.7.1 and 3.9 (one C function for every kernel, told the signature):
         launch(gx, gy, gz, stream, function, cooperative, pdl, packed_metadata, launch_metadata,
                enter_hook, exit_hook, global_scratch, profile_scratch, arg_annotations,
                kernel_signature, kernel_args)
