@@ -235,10 +235,30 @@ def expect_all(names, tensors, expected, device):
             expect(name, t, shape, dtype, device)
 
 
+_compiled_fitting = None  # host_checks' compiled pass, where enabled (use_compiled_checks)
+
+
+def use_compiled_checks(fitting):
+    """Have fitting_pointers ask `fitting` first (host_checks.enable; None: Python alone)."""
+    global _compiled_fitting
+    _compiled_fitting = fitting
+
+
+def compiled_checks():
+    """The compiled pass fitting_pointers asks first, or None."""
+    return _compiled_fitting
+
+
 def fitting_pointers(names, tensors, expected, device):
     """The data pointers of `tensors` in order (None for a state of None) if each passes
     expect's checks against its (shape, dtype) in `expected`, else None: one cheap pass that
-    raises nothing (a caller that needs the message runs expect_all, or its own checks)."""
+    raises nothing (a caller that needs the message runs expect_all, or its own checks). Where
+    host_checks is enabled its compiled pass answers first; where it does not confirm, this
+    pass decides."""
+    if _compiled_fitting is not None:
+        pointers = _compiled_fitting(names, tensors, expected, device)
+        if pointers is not None:
+            return pointers
     pointers = []
     for t, (shape, dtype) in zip(tensors, expected):
         if isinstance(t, Tensor) and t.shape == shape and t.dtype is dtype and t.device == device and t.is_contiguous():
