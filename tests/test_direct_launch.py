@@ -113,3 +113,36 @@ def test_direct_launches_write_what_triton_s_did(lengths):
         kept = [entry[0].run for launcher in vars(sub).values() if isinstance(launcher, sub.Launcher)
                 for entry in launcher.compiled.values() if entry]
         assert kept and all(run.__class__.__name__ == "builtin_function_or_method" for run in kept)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("lengths", [(300,), (8192,)])
+def test_a_call_in_a_cuda_graph_and_on_another_stream_writes_what_it_does_eagerly(lengths):
+    """The direct path's scratch is a raw block of CUDA's caching allocator: captured into a
+    graph it comes from the graph's pool, on a side stream from that stream's; the replay and the
+    side stream's call write bit for bit what the eager call on the default stream wrote."""
+    x = call_inputs(lengths, "cuda", seed=len(lengths) + 5)
+    kernel = our_calls(sub, x)["kernel"]
+    kernel()  # through Triton (compiling), then the direct path
+    written = []
+
+    def poisoned(run):
+        x["output"].fill_(float("nan"))
+        x["new_state"].fill_(float("nan"))
+        run()
+        torch.cuda.synchronize()
+        written.append((x["output"].clone(), x["new_state"].clone()))
+
+    poisoned(kernel)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        kernel()
+    poisoned(graph.replay)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        poisoned(kernel)
+    eager = written[0]
+    assert not eager[0].isnan().any() and not eager[1].isnan().any()
+    for other in written[1:]:
+        assert torch.equal(eager[0], other[0]) and torch.equal(eager[1], other[1])

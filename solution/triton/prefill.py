@@ -801,38 +801,87 @@ def _launch_call(call, tensors, pointers, extras, scale_tensor, device):
     """The launches of a checked call (CallPlan `call`), prepared all before the first goes
     out. `tensors`: _ARG_NAMES' (state the one the kernels read); `pointers`: their data
     pointers, then the indices' (None for kernel()); `extras`: read_indices, write_indices,
-    pool_size (None for kernel()) and the scale's float. The launches take raw pointers (the
-    scratch's from one allocation of bytes): every one by the direct path (Launcher.direct)
-    where each has one, the usual case once a call's configurations have run; else each
-    prepared (Launcher.prepare), its tensors made only for a launch through Triton. What may
-    change the compiled kernel besides the constexprs is the dtypes of the indices and of the
-    scale's tensor (every other dtype is checked)."""
+    pool_size (None for kernel()) and the scale's float. The launches take raw pointers: every
+    one by the direct path (Launcher.direct) where each has one, the usual case once a call's
+    configurations have run, its scratch a block of CUDA's caching allocator with no tensor
+    made (_scratch_block); else each prepared (Launcher.prepare), the scratch one allocation of
+    bytes and its tensors made only for a launch through Triton. What may change the compiled
+    kernel besides the constexprs is the dtypes of the indices and of the scale's tensor (every
+    other dtype is checked)."""
     read_indices, write_indices, pool_size, scale_float = extras
     scale_ptr = tensors[_A_LOG] if scale_tensor is None else scale_tensor
-    scale_address, buffer, base = scale_ptr.data_ptr(), None, 0
+    scale_address = scale_ptr.data_ptr()
+    indices = 0 if read_indices is None else pointers[_READ] | pointers[_READ + 1]
+    aligned = not functools.reduce(operator.or_, pointers[:_READ], scale_address | indices) & 15
+    head = (*pointers, scale_address, pool_size, scale_float, *call.constants)
+    specialization = (getattr(read_indices, "dtype", None), scale_ptr.dtype)
+    if aligned and not hooks_installed():  # every launch by the direct path, where each has one
+        if not call.slots:
+            if _launched_directly(call, head, 0, tensors[2], device, specialization):
+                return
+        else:
+            with _scratch_block(call.scratch_bytes, device) as base:
+                if _launched_directly(call, head, base, tensors[2], device, specialization):
+                    return
+    buffer, base = None, 0
     if call.slots:
         buffer = torch.empty(call.scratch_bytes, dtype=torch.uint8, device=device)
         base = buffer.data_ptr()
-    indices = 0 if read_indices is None else pointers[_READ] | pointers[_READ + 1]
-    aligned = not functools.reduce(operator.or_, pointers[:_READ], scale_address | base | indices) & 15
-    values = (*pointers, scale_address, pool_size, scale_float, *call.constants,
-              *[base + slot.offset for slot in call.slots], *_descriptors(call, base, tensors[2]))
-    specialization = (getattr(read_indices, "dtype", None), scale_ptr.dtype)
-    if aligned and not hooks_installed():  # every launch by the direct path, where each has one
-        direct = [step.launcher.direct(step.grid, step.take(values), step.config, device.index, specialization)
-                  for step in call.steps]
-        if all(direct):
-            for run, arguments in direct:
-                run(*arguments)
-            return
+    values = (*head, *[base + slot.offset for slot in call.slots], *_descriptors(call, base, tensors[2]))
     objects = (*tensors, read_indices, write_indices, scale_ptr, pool_size, scale_float, *call.constants)
     launches = [step.launcher.prepare(step.grid, functools.partial(_tensor_arguments, objects, buffer, call,
                                                                    step.sources),
-                                      step.constexprs, step.warps, device.index, (step.take(values), aligned),
-                                      specialization, step.options)
+                                      step.constexprs, step.warps, device.index,
+                                      (step.take(values), aligned and not base & 15), specialization, step.options)
                 for step in call.steps]
     for launch in launches:
         launch()
+
+
+def _launched_directly(call, head, base, v, device, specialization):
+    """Whether every launch of CallPlan `call` has a direct path (Launcher.direct); if so, they
+    are made, in order. `head`: the call's values up to the scratch (_VALUES' order); `base`:
+    the scratch's address (0 without one); v: the call's v (for the Hopper pass' descriptors)."""
+    values = (*head, *[base + slot.offset for slot in call.slots], *_descriptors(call, base, v))
+    direct = [step.launcher.direct(step.grid, step.take(values), step.config, device.index, specialization)
+              for step in call.steps]
+    if not all(direct):
+        return False
+    for run, arguments in direct:
+        run(*arguments)
+    return True
+
+
+class _scratch_block:
+    """Context manager: the address of `nbytes` (> 0) of scratch on `device`, held until
+    leaving. On the current CUDA device, a block of CUDA's caching allocator on its current
+    stream, with no tensor made (torch.empty costs the host ~5 µs a call, this ~2: docs/perf.md
+    item 34): it is taken and given back as a tensor's memory would be, so a later allocation
+    on that stream reuses it only after the launches queued here, and under CUDA-graph capture
+    it comes from the graph's pool. Elsewhere (another device, the CPU), a tensor's."""
+
+    def __init__(self, nbytes, device):
+        self.raw, self.buffer = 0, None
+        if device.type == "cuda" and _RAW_ALLOC is not None and _current_cuda_device() == device.index:
+            self.raw = _RAW_ALLOC(nbytes, _current_raw_stream(device.index))
+        else:
+            self.buffer = torch.empty(nbytes, dtype=torch.uint8, device=device)
+
+    def __enter__(self):
+        return self.raw or self.buffer.data_ptr()
+
+    def __exit__(self, *exc):
+        if self.raw:
+            _RAW_DELETE(self.raw)
+        self.buffer = None
+
+
+_RAW_ALLOC = getattr(torch._C, "_cuda_cudaCachingAllocator_raw_alloc", None)
+_RAW_DELETE = getattr(torch._C, "_cuda_cudaCachingAllocator_raw_delete", None)
+_current_cuda_device = getattr(torch._C, "_cuda_getDevice", None)
+_current_raw_stream = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+if None in (_RAW_DELETE, _current_cuda_device, _current_raw_stream):
+    _RAW_ALLOC = None
 
 
 def _tensor_arguments(objects, buffer, call, sources):
