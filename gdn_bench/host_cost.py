@@ -4,12 +4,15 @@ section; docs/serving.md, "Costs").
 
 A call's host time is perf_counter around it, with no synchronization inside (each call starts
 after one, outside the timed span, so that no queue of earlier work stalls it): the least of
-ROUNDS medians of CALLS calls after WARMUP (one median read up to twice another on the shared
-GPU hosts: docs/serving.md). Timed on a GPU (gpu_rows), for solution/triton/prefill.py's kernel()
+ROUNDS medians of CALLS calls after WARMUP, the rounds taken in turn over every call timed
+(time_rounds: one median read up to twice another on the shared GPU hosts, in bursts:
+docs/serving.md). Timed on a GPU (bench_host_cost), for solution/triton/prefill.py's kernel()
 and pooled_prefill(), FlashInfer's chunk_gated_delta_rule (gates computed in torch) and FLA
 0.6's chunked rule, as baselines/prefill/fi_baseline and fla_chunk call them; beside each, its
 GPU work: one CUDA-graph replay (gdn_bench.timing.graph_replay_us). A baseline that is not
-installed, or fails to run, is reported with the reason instead.
+installed, or fails to run, is reported with the reason instead. Ours is timed twice: with its
+Python argument checks (the default) and with the compiled ones a serving engine opts into
+(solution/triton/host_checks.py: "kernel_cc", "pooled_cc"), where they build here.
 
 The CPU proxy (proxy_rows) times ours on CPU tensors with the launches stubbed
 (gdn_bench.launch_stubs: the direct launch path up to the compiled launcher's call, which is a
@@ -42,9 +45,10 @@ WARMUP = 5
 BASELINES = {"fi": "fi_baseline", "fla": "fla_chunk"}  # name -> folder under baselines/prefill
 MMAP_THRESHOLD, TRIM_THRESHOLD = -3, -1  # glibc's mallopt parameters M_MMAP_THRESHOLD, M_TRIM_THRESHOLD
 PROXY_CAPABILITY = (9, 0)  # the GPU the CPU proxy plans for (sm_90's launch tables)
-ROUNDS = 5  # a time: the least of this many medians (the other work of a shared machine is noise)
+ROUNDS = 8  # a time: the least of this many medians (the other work of a shared machine is noise)
+OURS = ("kernel", "pooled", "kernel_cc", "pooled_cc")  # ours, then ours with the compiled checks
 COLUMNS = (("call", "call", ""), ("kernel µs", "kernel_host_us", ".1f"), ("pooled µs", "pooled_host_us", ".1f"),
-           ("FI µs", "fi_host_us", ".1f"), ("FLA µs", "fla_host_us", ".1f"), ("graph µs", "kernel_graph_us", ".1f"),
+           ("kernel cc", "kernel_cc_host_us", ".1f"), ("pooled cc", "pooled_cc_host_us", ".1f"), ("FI µs", "fi_host_us", ".1f"), ("FLA µs", "fla_host_us", ".1f"), ("graph µs", "kernel_graph_us", ".1f"),
            ("FI graph", "fi_graph_us", ".1f"), ("FLA graph", "fla_graph_us", ".1f"))
 
 
@@ -94,29 +98,71 @@ def baseline_runs() -> dict:
     return runs
 
 
-def gpu_row(pre, runs: dict, lengths) -> dict:
-    """One call on the GPU: host µs of ours (kernel, pooled) and of each baseline, and the GPU
-    work of ours (kernel) and of each baseline (graph replay µs); `<name>_note` where one could
-    not run or be captured."""
-    from gdn_bench.timing import graph_replay_us
-
+def gpu_calls(pre, runs: dict, lengths, checks) -> tuple[dict, list]:
+    """One call on the GPU: (its row, with the launches ours makes; [(name, fn, compiled)]: what
+    to time, ours (kernel, pooled: variants, with `checks`) and each baseline's run, or the
+    reason it cannot run as fn)."""
     x = call_inputs(lengths, "cuda", seed=sum(lengths))
-    calls = our_calls(pre, x)
+    ours = our_calls(pre, x)
     args = [x[n] for n in ("q", "k", "v", "state", "A_log", "a", "dt_bias", "b", "cu_seqlens")]
-    for name, run in runs.items():
-        calls[name] = run if isinstance(run, str) else (lambda run=run: run(*args, x["scale"]))
-    row = {"call": call_name(lengths), "kernel_launches": launch_count(pre, calls["kernel"])}
-    for name, fn in calls.items():
-        if isinstance(fn, str):
-            row[f"{name}_note"] = fn
-            continue
-        try:
-            row[f"{name}_host_us"] = min(host_us(fn, before=torch.cuda.synchronize) for _ in range(ROUNDS))
-            if name != "pooled":
-                row[f"{name}_graph_us"] = graph_replay_us(fn)
-        except Exception as e:  # noqa: BLE001 - a call that fails or cannot be captured is reported
-            row[f"{name}_note"] = f"{type(e).__name__}: {e}".splitlines()[0]
-    return row
+    baselines = [(name, run if isinstance(run, str) else (lambda run=run: run(*args, x["scale"])), False)
+                 for name, run in runs.items()]
+    row = {"call": call_name(lengths), "kernel_launches": launch_count(pre, ours["kernel"])}
+    return row, [*variants(ours, checks), *baselines]
+
+
+def variants(ours: dict, checks) -> list:
+    """[(name, fn, compiled)] for `ours` (our_calls'): each with the Python checks, then each as
+    "<name>_cc" with the compiled ones where `checks` (compiled_checks') is not None."""
+    timed = [(name, fn, False) for name, fn in ours.items()]
+    return timed + ([(f"{name}_cc", fn, True) for name, fn in ours.items()] if checks is not None else [])
+
+
+def compiled_checks(pre, note: dict):
+    """The host_checks module of `pre`'s package, its compiled checks built (host_checks.enable())
+    and disabled again; None where they cannot be built, the reason in note["cc_note"]."""
+    checks = importlib.import_module(f"{pre.Launcher.__module__.rpartition('.')[0]}.host_checks")
+    try:
+        checks.enable()
+    except RuntimeError as error:
+        note["cc_note"] = str(error).splitlines()[0]
+        return None
+    checks.disable()
+    return checks
+
+
+def time_rounds(entries: list, rounds: int, calls: int = CALLS, before=None) -> None:
+    """Host µs of every (row, name, fn, checks) of `entries` into row["<name>_host_us"]: the
+    least of `rounds` medians of `calls` calls (host_us), the rounds taken in turn over all the
+    entries, so that each entry's medians are spread over the whole run and a burst of the
+    host's other work does not fall on all of them (the least rejects it). The compiled checks
+    are in use while an entry whose `checks` is a host_checks module (not None) is timed. A
+    call that fails is reported in row["<name>_note"] and timed no more; an fn that is a
+    string is that note."""
+    medians = {}
+    for _ in range(rounds):
+        for row, name, fn, checks in entries:
+            if isinstance(fn, str) or f"{name}_note" in row:
+                row.setdefault(f"{name}_note", fn)
+                continue
+            if checks is not None:
+                checks.enable()
+            try:
+                medians.setdefault((id(row), name), (row, []))[1].append(host_us(fn, before=before, calls=calls))
+            except Exception as e:  # noqa: BLE001 - a call that fails is reported
+                row[f"{name}_note"] = f"{type(e).__name__}: {e}".splitlines()[0]
+            finally:
+                if checks is not None:
+                    checks.disable()
+    for (_, name), (row, times) in medians.items():
+        if f"{name}_note" not in row:
+            row[f"{name}_host_us"] = min(times)
+
+
+def entries_of(row: dict, timed: list, checks) -> list:
+    """time_rounds' entries for `row` from [(name, fn, compiled)] (variants'): `checks` where
+    compiled, else None."""
+    return [(row, name, fn, checks if compiled else None) for name, fn, compiled in timed]
 
 
 def launch_count(pre, call) -> int:
@@ -127,14 +173,32 @@ def launch_count(pre, call) -> int:
 
 
 def bench_host_cost(calls) -> dict:
-    """{"rows": gpu_row per call (its sequence lengths), "calls", "warmup" and "rounds": the
-    medians' sizes and how many each time is the least of, "versions": the baselines'
-    packages'} for the project's prefill.py."""
+    """{"rows": one per call (its sequence lengths): host µs of ours (kernel, pooled; with the
+    compiled checks too: gpu_calls) and of each baseline, timed in interleaved rounds
+    (time_rounds), then the GPU work of ours (kernel) and of each baseline (graph replay µs);
+    "calls", "warmup" and "rounds": the medians' sizes and how many each time is the least of,
+    "versions": the baselines' packages'} for the project's prefill.py. Every host time is taken
+    before the first graph is profiled."""
+    from gdn_bench.timing import graph_replay_us
+
     pre = load_solution_file(PREFILL.submission_entry(), "gdn_prefill_host_cost")
     runs = baseline_runs()
     versions = {name: _version(name) for name in ("flashinfer-python", "fla-core", "triton", "torch")}
-    return {"rows": [gpu_row(pre, runs, lengths) for lengths in calls], "calls": CALLS, "warmup": WARMUP,
-            "rounds": ROUNDS, "versions": versions}
+    note = {}
+    checks = compiled_checks(pre, note)
+    rows, entries = [], []
+    for lengths in calls:
+        row, timed = gpu_calls(pre, runs, lengths, checks)
+        rows.append(dict(row, **note))
+        entries += entries_of(rows[-1], timed, checks)
+    time_rounds(entries, ROUNDS, before=torch.cuda.synchronize)
+    for row, name, fn, _ in entries:
+        if name in ("kernel", *runs) and f"{name}_note" not in row:
+            try:
+                row[f"{name}_graph_us"] = graph_replay_us(fn)
+            except Exception as e:  # noqa: BLE001 - a call that cannot be captured is reported
+                row[f"{name}_note"] = f"{type(e).__name__}: {e}".splitlines()[0]
+    return {"rows": rows, "calls": CALLS, "warmup": WARMUP, "rounds": ROUNDS, "versions": versions}
 
 
 def _version(package: str) -> str | None:
@@ -150,12 +214,13 @@ def host_cost_report(result: dict, gpu: str) -> str:
     absent or not captured) and the targets (TARGETS_US), met or not."""
     rows = result["rows"]
     lines = [f"prefill host cost on {gpu}: µs of host time per eager call (perf_counter, no synchronization "
-             f"inside, the least of {result['rounds']} medians of {result['calls']} after {result['warmup']}); graph: "
-             f"one CUDA-graph replay (the GPU work); versions {result['versions']}", format_rows(rows, COLUMNS),
+             f"inside, the least of {result['rounds']} medians of {result['calls']} after {result['warmup']}); cc: ours "
+             f"with the compiled argument checks (host_checks.enable()); graph: one CUDA-graph replay (the GPU "
+             f"work); versions {result['versions']}", format_rows(rows, COLUMNS),
              *notes(rows)]
     for path, target in TARGETS_US.items():
         over = [f"{row['call']} {name} {row[f'{name}_host_us']:.1f}" for row in rows
-                for name in ("kernel", "pooled") if _path(row) == path and f"{name}_host_us" in row
+                for name in OURS if _path(row) == path and f"{name}_host_us" in row
                 and row[f"{name}_host_us"] > target]
         lines.append(f"{path} at most {target} µs per call: {'met' if not over else 'missed: ' + ', '.join(over)}")
     return "\n".join(lines)
@@ -179,20 +244,23 @@ def keep_freed_memory() -> bool:
 
 
 def proxy_rows(pre, calls, calls_per_round: int = CALLS, rounds: int = ROUNDS) -> list[dict]:
-    """The CPU proxy (module docstring): host µs of ours (kernel, pooled) per call (the least of
-    `rounds` medians of `calls_per_round` calls), with the launches each makes."""
+    """The CPU proxy (module docstring): host µs of ours (kernel, pooled; each with the compiled
+    checks too, where they build: variants) per call (the least of `rounds` medians of
+    `calls_per_round` calls, interleaved: time_rounds), with the launches each makes."""
     keep_freed_memory()
     shared = importlib.import_module(pre.Launcher.__module__)
+    note = {}
+    checks = compiled_checks(pre, note)
     rows = []
     for lengths in calls:
-        calls_of = our_calls(pre, call_inputs(lengths, "cpu", seed=sum(lengths)))
-        row = {"call": call_name(lengths)}
+        row = {"call": call_name(lengths), **note}
+        entries = entries_of(row, variants(our_calls(pre, call_inputs(lengths, "cpu", seed=sum(lengths))), checks),
+                             checks)
         with shared.planning_for(PROXY_CAPABILITY), stubbed_launches(pre.Launcher) as launches:
-            for name, fn in calls_of.items():
+            for _, name, fn, _ in entries:
                 launches.clear()
                 fn()
                 row[f"{name}_launches"] = len(launches)
-                row[f"{name}_host_us"] = min(host_us(fn, calls=calls_per_round) for _ in range(rounds))
+            time_rounds(entries, rounds, calls=calls_per_round)
         rows.append(row)
     return rows
-

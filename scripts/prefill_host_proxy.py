@@ -1,6 +1,7 @@
 """Prefill's host cost without a GPU: solution/triton/prefill.py's kernel() and pooled_prefill()
 on CPU tensors with their launches stubbed, planned as for an sm_90 GPU, µs per call (median of
-50); what it includes and leaves out: gdn_bench/host_cost.py. The GPU numbers:
+50), with the Python argument checks and with the compiled ones (cc: host_checks.enable(), where
+they build); what it includes and leaves out: gdn_bench/host_cost.py. The GPU numbers:
 scripts/bench_serving.py --host-cost-only.
 
     python scripts/prefill_host_proxy.py [--entry path/to/prefill.py] [--json]
@@ -25,13 +26,14 @@ def main(argv=None) -> int:
     from gdn_bench.algos import load_solution_file
     from gdn_bench.definitions.prefill.definition import PREFILL
     from gdn_bench.host_cost import proxy_rows
-    from gdn_bench.serving_bench import format_rows
+    from gdn_bench.serving_bench import format_rows, notes
 
     pre = load_solution_file(args.entry or PREFILL.submission_entry(), "gdn_prefill_host_proxy")
     rows = proxy_rows(pre, HOST_COST_CALLS)
     columns = (("call", "call", ""), ("launches", "kernel_launches", "d"), ("kernel µs", "kernel_host_us", ".1f"),
-               ("pooled µs", "pooled_host_us", ".1f"))
-    print(json.dumps(rows, indent=2) if args.json else format_rows(rows, columns))
+               ("pooled µs", "pooled_host_us", ".1f"), ("kernel cc", "kernel_cc_host_us", ".1f"),
+               ("pooled cc", "pooled_cc_host_us", ".1f"))
+    print(json.dumps(rows, indent=2) if args.json else "\n".join([format_rows(rows, columns), *notes(rows)]))
     return 0
 
 

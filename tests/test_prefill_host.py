@@ -12,7 +12,7 @@ import torch
 
 from gdn_bench.algos import load_solution_file
 from gdn_bench.definitions.prefill.definition import PREFILL
-from gdn_bench.host_cost import call_inputs, our_calls, proxy_rows
+from gdn_bench.host_cost import WARMUP, call_inputs, our_calls, proxy_rows, time_rounds
 from gdn_bench.launch_stubs import stubbed_launches
 
 sub = load_solution_file(PREFILL.submission_entry(), "gdn_prefill_host")
@@ -65,3 +65,20 @@ def test_the_proxy_counts_launches_and_times_each_entry_point():
     row, = proxy_rows(sub, [(6,)], calls_per_round=3, rounds=1)
     assert row["call"] == "1 × 6" and row["kernel_launches"] == row["pooled_launches"] == 1
     assert row["kernel_host_us"] > 0 and row["pooled_host_us"] > 0
+    if "cc_note" not in row:  # the compiled checks built here
+        assert row["kernel_cc_launches"] == 1 and row["kernel_cc_host_us"] > 0 and row["pooled_cc_host_us"] > 0
+
+
+def test_rounds_go_over_every_entry_in_turn_and_failures_are_noted():
+    made, first, second = [], {}, {}
+
+    def fails():
+        raise RuntimeError("boom")
+
+    entries = [(first, "x", lambda: made.append("x"), None), (first, "y", fails, None),
+               (second, "x", lambda: made.append("second x"), None), (second, "z", "absent (no module)", None)]
+    time_rounds(entries, 2, calls=1)
+    calls = WARMUP + 1
+    assert made == (["x"] * calls + ["second x"] * calls) * 2
+    assert first["y_note"] == "RuntimeError: boom" and second["z_note"] == "absent (no module)"
+    assert first["x_host_us"] > 0 and second["x_host_us"] > 0 and "y_host_us" not in first
