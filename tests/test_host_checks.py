@@ -1,10 +1,10 @@
 """solution/triton/host_checks.py: the compiled argument checks a serving engine opts into.
 Built here (a C++ compiler and ninja; skipped, saying so, where the machine has no compiler),
 they must confirm exactly the arguments the Python checks pass, and decide nothing else: for
-every entry point's arguments, valid ones give the same pointers, and each argument made wrong
-in each way (dtype, shape, rank, layout, device, not a tensor, None) gives "not decided", so
-that what passes, what raises and the message are the Python checks'. A prefill call writes
-the same with and without them."""
+the arguments of decode, prefill and their pooled forms, valid ones give the same pointers,
+and each argument made wrong in each way (dtype, shape, rank, layout, device, not a tensor,
+None) gives "not decided", so that what passes, what raises and the message are the Python
+checks'. A prefill call writes the same with and without them."""
 
 import importlib
 import shutil
@@ -19,8 +19,9 @@ from helpers import DEVICE, SEED, draw_inputs
 sub = load_solution_file(PREFILL.submission_entry(), "gdn_host_checks_test")
 shared = importlib.import_module("gdn_host_checks_test.shared")  # the package's own, which sub calls
 host_checks = importlib.import_module("gdn_host_checks_test.host_checks")
-PREFILL_NAMES = sub._ARG_NAMES
-DECODE_NAMES = ("q", "k", "v", "state", "A_log", "a", "dt_bias", "b", "output", "new_state")
+decode = importlib.import_module("gdn_host_checks_test.kernel")
+PREFILL_NAMES, POOLED_PREFILL_NAMES = sub._ARG_NAMES, sub._POOLED_CHECKS
+DECODE_NAMES, POOLED_DECODE_NAMES = decode.ARG_NAMES, decode.POOLED_NAMES
 
 
 class _Sub(torch.Tensor):
@@ -64,7 +65,8 @@ def _wrongs(t):
     yield "None", None
 
 
-CASES = [(PREFILL_NAMES, (6,), 1), (PREFILL_NAMES, (300,), 3), (PREFILL_NAMES, (0,), 0), (DECODE_NAMES, (4, 1), 4)]
+CASES = [(PREFILL_NAMES, (6,), 1), (PREFILL_NAMES, (300,), 3), (PREFILL_NAMES, (0,), 0), (DECODE_NAMES, (4, 1), 4),
+         (POOLED_PREFILL_NAMES, (40,), 2), (POOLED_DECODE_NAMES, (3, 1), 3)]
 
 
 @pytest.mark.parametrize("names, tokens, rows", CASES)
@@ -74,9 +76,10 @@ def test_the_compiled_pass_confirms_what_python_passes_and_nothing_else(compiled
     pointers = [t.data_ptr() for t in tensors]
     assert compiled(names, tuple(tensors), expected, device) == pointers
     assert compiled(names, list(tensors), expected, device) == pointers
-    state = names.index("state")
-    no_state = tuple(None if i == state else t for i, t in enumerate(tensors))
-    assert compiled(names, no_state, expected, device) == pointers[:state] + [None] + pointers[state + 1:]
+    if "state" in names:
+        state = names.index("state")
+        no_state = tuple(None if i == state else t for i, t in enumerate(tensors))
+        assert compiled(names, no_state, expected, device) == pointers[:state] + [None] + pointers[state + 1:]
     for index, t in enumerate(tensors):
         for label, wrong in _wrongs(t):
             changed = tuple(wrong if i == index else x for i, x in enumerate(tensors))

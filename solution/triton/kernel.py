@@ -28,8 +28,8 @@ import triton
 import triton.language as tl
 
 from .shared import (HEAD_SIZE, NUM_Q_HEADS, NUM_V_HEADS, Launcher, LaunchRow, arch_key, checked_pointers,
-                     delta_rule_step, expect, expect_indices, expect_pool, expect_rank, expect_write_indices, expected_specs,
-                     launch_row, pool_slots, scale_value, step_gates)
+                     delta_rule_step, expect_rank, expected_specs, launch_row, pool_slots, pooled_checks,
+                     pooled_pointers, scale_value, step_gates)
 
 # Launch configuration per architecture (shared.arch_key) and batch size, rows in increasing
 # max_batch. scripts/tune_launch.py --write rewrites the rows of the GPU's architecture from a
@@ -108,6 +108,7 @@ def _gdn_decode_kernel(
 ARG_NAMES = ("q", "k", "v", "state", "A_log", "a", "dt_bias", "b", "output", "new_state")
 Q_DIMS = ("B", 1, NUM_Q_HEADS, HEAD_SIZE)  # q's layout, for expect_rank
 _STATE = ARG_NAMES.index("state")
+POOLED_NAMES = ("q", "k", "v", "A_log", "a", "dt_bias", "b", "output")  # pooled_decode's, as kernel()'s
 _launcher = Launcher(_gdn_decode_kernel)
 
 
@@ -174,23 +175,22 @@ def pooled_decode(q, k, v, state_pool, read_indices, A_log, a, dt_bias, b, scale
     naming the first bad argument.
     """
     batch, device = expect_rank("q", q, Q_DIMS)[0], q.device
-    expected = expected_arguments(batch)
-    for name, t, index in (("q", q, 0), ("k", k, 1), ("v", v, 2)):
-        expect(name, t, *expected[index], device)
-    pool_size = expect_pool("state_pool", state_pool, device)
-    index_dtype = expect_indices("read_indices", read_indices, batch, device)
-    for name, t, index in (("A_log", A_log, 4), ("a", a, 5), ("dt_bias", dt_bias, 6), ("b", b, 7),
-                           ("output", output, 8)):
-        expect(name, t, *expected[index], device)
-    write_indices = expect_write_indices(write_indices, read_indices)
+    tensors = (q, k, v, A_log, a, dt_bias, b, output)
+    expected = expected_specs(POOLED_NAMES, (batch, 1), batch)
+    checked = pooled_pointers(POOLED_NAMES, tensors, expected, state_pool, read_indices, write_indices, batch, device)
+    if checked is None:  # the first bad argument, in the order of the signature
+        pooled_checks(POOLED_NAMES, tensors, expected, state_pool, read_indices, write_indices, batch, device)
+        raise AssertionError("pooled_pointers and pooled_checks disagree")
+    found, pool_ptr, pool_size, read_ptr, write_ptr, write_indices = checked
     scale = scale_value(scale)
     if batch == 0:
         return
     row = launch_row(batch, LAUNCH_TABLES[arch_key(device)])
     block_v, num_warps = row.block_v, row.warps
     grid = (HEAD_SIZE // block_v, batch * NUM_V_HEADS, 1)
-    tensors = (q, k, v, state_pool, A_log, a, dt_bias, b, output, state_pool, read_indices, write_indices)
-    ptrs = tuple(t.data_ptr() for t in tensors)
+    args = (q, k, v, state_pool, A_log, a, dt_bias, b, output, state_pool, read_indices, write_indices, scale,
+            pool_size)
+    ptrs = (*found[:_STATE], pool_ptr, *found[_STATE:], pool_ptr, read_ptr, write_ptr)
     aligned = not functools.reduce(operator.or_, ptrs) & 15
-    _launcher.launch(grid, (*tensors, scale, pool_size), _constexprs(True, True, block_v), num_warps, device.index,
-                     ((*ptrs, scale, pool_size), aligned), specialization=(index_dtype,))
+    _launcher.launch(grid, args, _constexprs(True, True, block_v), num_warps, device.index,
+                     ((*ptrs, scale, pool_size), aligned), specialization=(read_indices.dtype,))

@@ -66,9 +66,9 @@ from .prefill_pass_hopper import Address, hopper_pass_kernel, hopper_summary_ker
 from .prefill_prep import GATE_ROWS, chunk_prep_kernel
 from .prefill_spans import SpanSettings, span_plan
 from .prefill_walk import token_walk_kernel
-from .shared import (HEAD_SIZE, INTERPRETED, NUM_Q_HEADS, NUM_V_HEADS, Launcher, Tensor, arch_key, checked_pointers,
-                     expect_indices, expect_pool, expect_rank, expect_write_indices, expected_specs, fitting_pointers,
-                     hooks_installed, scale_value)
+from .shared import (HEAD_SIZE, INTERPRETED, NUM_Q_HEADS, NUM_V_HEADS, POOL_ROW, Launcher, arch_key,
+                     checked_pointers, expect_rank, expected_specs, hooks_installed, pooled_checks, pooled_pointers,
+                     scale_value)
 
 # --- Tuning surface: every setting and launch table, chosen in _plan ----------------------
 # Measured on H100 and H200 (docs/perf.md, prefill items 17-20).
@@ -318,8 +318,6 @@ _SCRATCH = ("tb", "m", "k16", "q16", "gates", "flag", "order", "span_n", "span_p
 _DESCRIPTORS = ("kq_desc", "tbm_desc", "v_desc")
 _NO_DESCRIPTORS = (None,) * len(_DESCRIPTORS)  # a call without the Hopper pass
 _VALUES = _ARG_NAMES + _EXTRAS + _CONSTANTS + _SCRATCH + _DESCRIPTORS
-_POOL_ROW = torch.Size((NUM_V_HEADS, HEAD_SIZE, HEAD_SIZE))  # a pool slot's shape
-_INDEX_DTYPES = (torch.int32, torch.int64)
 _SEQ_BLOCK = 64  # sequence ends compared per step when locating a token's sequence
 _KEPT_PLANS = 256  # CallPlans kept (_call_plan); more forget them all
 _KEPT_DESCRIPTORS = 64  # calls' TMA descriptors kept (_descriptors); more forget them all
@@ -723,8 +721,8 @@ def pooled_prefill(q, k, v, state_pool, read_indices, A_log, a, dt_bias, b, cu_s
     expected = expected_specs(_POOLED_CHECKS, (total,), num_seqs)
     checked = _pooled_pointers(tensors, state_pool, read_indices, write_indices, expected, num_seqs, device)
     if checked is None:  # the first bad argument, in the order of the signature
-        _pooled_checks(tensors, state_pool, read_indices, write_indices, expected, num_seqs, device)
-        raise AssertionError("_pooled_pointers and _pooled_checks disagree")
+        pooled_checks(_POOLED_CHECKS, tensors, expected, state_pool, read_indices, write_indices, num_seqs, device)
+        raise AssertionError("_pooled_pointers and pooled_checks disagree")
     pointers, pool_size, write_indices = checked
     scale_float, scale_tensor = _resolve_scale(scale, device)
     if num_seqs == 0:
@@ -754,7 +752,7 @@ def _pooled_aside(tensors, pool, read_indices, write_indices, pool_size, expecte
     reads = torch.where(read_indices < 0, -1, torch.where(read_indices < pool_size, slots, num_seqs))
     writes = torch.where(write_indices < 0, -1, torch.where(write_indices < pool_size, slots, num_seqs))
     mine = (pool[read_indices.clamp(0, pool_size - 1)] if pool_size
-            else pool.new_zeros((num_seqs, *_POOL_ROW)))  # no slot: every index out of range
+            else pool.new_zeros((num_seqs, *POOL_ROW)))  # no slot: every index out of range
     output = torch.full_like(tensors[-1], float("nan"))
     pointers, _, _ = _pooled_pointers((*tensors[:-1], output), mine, reads, writes, expected, num_seqs, device)
     q, k, v, A_log, a, dt_bias, b, cu_seqlens, _ = tensors
@@ -764,37 +762,15 @@ def _pooled_aside(tensors, pool, read_indices, write_indices, pool_size, expecte
 
 
 def _pooled_pointers(tensors, pool, read_indices, write_indices, expected, num_seqs, device):
-    """pooled_prefill's checks in one cheap pass: (the data pointers in _ARG_NAMES order, the
-    pool for state and new_state, then the indices'; the pool size P; write_indices,
-    read_indices where None) where every argument passes them, else None (_pooled_checks then
-    names the first that fails)."""
-    pointers = fitting_pointers(_POOLED_CHECKS, tensors, expected, device)
-    if (pointers is None or not isinstance(pool, Tensor) or pool.dim() != 4 or pool.shape[1:] != _POOL_ROW
-            or pool.dtype is not torch.float32 or pool.device != device or not pool.is_contiguous()
-            or not isinstance(read_indices, Tensor) or read_indices.shape != (num_seqs,)
-            or read_indices.dtype not in _INDEX_DTYPES or read_indices.device != device
-            or not read_indices.is_contiguous()):
+    """shared.pooled_pointers for pooled_prefill (`tensors`: _POOLED_CHECKS'): (the data
+    pointers in _ARG_NAMES order, the pool's for state and new_state, then the indices'; the pool
+    size P; write_indices, read_indices where None) where every argument passes the checks,
+    else None."""
+    checked = pooled_pointers(_POOLED_CHECKS, tensors, expected, pool, read_indices, write_indices, num_seqs, device)
+    if checked is None:
         return None
-    if write_indices is None:
-        write_indices = read_indices
-    elif not (isinstance(write_indices, Tensor) and write_indices.shape == read_indices.shape
-              and write_indices.dtype is read_indices.dtype and write_indices.device == device
-              and write_indices.is_contiguous()):
-        return None
-    pool_ptr = pool.data_ptr()
-    pointers[_STATE:_STATE] = (pool_ptr,)
-    pointers += (pool_ptr, read_indices.data_ptr(), write_indices.data_ptr())
-    return pointers, pool.shape[0], write_indices
-
-
-def _pooled_checks(tensors, pool, read_indices, write_indices, expected, num_seqs, device):
-    """pooled_prefill's checks one argument at a time, in the order of its signature: the first
-    that fails raises ValueError naming it (the pointers from _pooled_pointers otherwise)."""
-    checked_pointers(_POOLED_CHECKS[:3], tensors[:3], expected[:3], device)
-    expect_pool("state_pool", pool, device)
-    expect_indices("read_indices", read_indices, num_seqs, device)
-    checked_pointers(_POOLED_CHECKS[3:], tensors[3:], expected[3:], device)
-    expect_write_indices(write_indices, read_indices)
+    found, pool_ptr, pool_size, read_ptr, write_ptr, write_indices = checked
+    return [*found[:_STATE], pool_ptr, *found[_STATE:], pool_ptr, read_ptr, write_ptr], pool_size, write_indices
 
 
 def _launch_call(call, tensors, pointers, extras, scale_tensor, device):

@@ -280,11 +280,50 @@ def checked_pointers(names, tensors, expected, device):
     return pointers
 
 
+POOL_ROW = torch.Size((NUM_V_HEADS, HEAD_SIZE, HEAD_SIZE))  # a pool slot's shape
+INDEX_DTYPES = (torch.int32, torch.int64)  # what pool indices may be
+
+
+def pooled_pointers(names, tensors, expected, pool, read_indices, write_indices, rows, device):
+    """A pooled call's checks in one cheap pass: (the data pointers of `tensors`, fitting_pointers'
+    against `expected`; the pool's pointer; its size P; read_indices' pointer; write_indices'
+    pointer; write_indices, read_indices where it is None) where every argument passes them
+    (the pool a contiguous [P, 8, 128, 128] float32 tensor on `device`, the indices contiguous
+    [rows] int32 or int64 tensors of one dtype on it), else None: pooled_checks then names the
+    first argument that fails."""
+    pointers = fitting_pointers(names, tensors, expected, device)
+    if (pointers is None or not isinstance(pool, Tensor) or pool.dim() != 4 or pool.shape[1:] != POOL_ROW
+            or pool.dtype is not torch.float32 or pool.device != device or not pool.is_contiguous()
+            or not isinstance(read_indices, Tensor) or read_indices.shape != (rows,)
+            or read_indices.dtype not in INDEX_DTYPES or read_indices.device != device
+            or not read_indices.is_contiguous()):
+        return None
+    if write_indices is None:
+        write_indices = read_indices
+    elif not (isinstance(write_indices, Tensor) and write_indices.shape == read_indices.shape
+              and write_indices.dtype is read_indices.dtype and write_indices.device == device
+              and write_indices.is_contiguous()):
+        return None
+    return (pointers, pool.data_ptr(), pool.shape[0], read_indices.data_ptr(), write_indices.data_ptr(),
+            write_indices)
+
+
+def pooled_checks(names, tensors, expected, pool, read_indices, write_indices, rows, device):
+    """pooled_pointers' checks one argument at a time, in the order of a pooled call's signature
+    (q, k, v: the first three of `names`; state_pool; read_indices; the rest of `names`;
+    write_indices): ValueError naming the first that fails."""
+    checked_pointers(names[:3], tensors[:3], expected[:3], device)
+    expect_pool("state_pool", pool, device)
+    expect_indices("read_indices", read_indices, rows, device)
+    checked_pointers(names[3:], tensors[3:], expected[3:], device)
+    expect_write_indices(write_indices, read_indices)
+
+
 def expect_pool(name, pool, device):
     """The pool size P of `pool` if it is a contiguous [P, 8, 128, 128] float32 tensor on `device`
     (K-last states, as serving engines keep them); else ValueError naming it."""
     pool_size = expect_rank(name, pool, ("pool_size", NUM_V_HEADS, HEAD_SIZE, HEAD_SIZE))[0]
-    expect(name, pool, torch.Size((pool_size, NUM_V_HEADS, HEAD_SIZE, HEAD_SIZE)), torch.float32, device)
+    expect(name, pool, torch.Size((pool_size, *POOL_ROW)), torch.float32, device)
     return pool_size
 
 
@@ -292,7 +331,7 @@ def expect_indices(name, indices, batch, device):
     """The dtype of `indices` if it is a contiguous [batch] int32 or int64 tensor on `device`;
     else ValueError naming it."""
     dtype = getattr(indices, "dtype", None)
-    if isinstance(indices, torch.Tensor) and dtype not in (torch.int32, torch.int64):
+    if isinstance(indices, torch.Tensor) and dtype not in INDEX_DTYPES:
         raise ValueError(f"{name}: expected dtype torch.int32 or torch.int64, got {dtype}")
     expect(name, indices, torch.Size((batch,)), dtype, device)
     return dtype
