@@ -181,7 +181,7 @@ def pooled_decode(q, k, v, state_pool, read_indices, A_log, a, dt_bias, b, scale
     if checked is None:  # the first bad argument, in the order of the signature
         pooled_checks(POOLED_NAMES, tensors, expected, state_pool, read_indices, write_indices, batch, device)
         raise AssertionError("pooled_pointers and pooled_checks disagree")
-    found, pool_ptr, pool_size, read_ptr, write_ptr, write_indices = checked
+    ptrs, pool_size, write_indices = checked
     scale = scale_value(scale)
     if batch == 0:
         return
@@ -190,7 +190,6 @@ def pooled_decode(q, k, v, state_pool, read_indices, A_log, a, dt_bias, b, scale
     grid = (HEAD_SIZE // block_v, batch * NUM_V_HEADS, 1)
     args = (q, k, v, state_pool, A_log, a, dt_bias, b, output, state_pool, read_indices, write_indices, scale,
             pool_size)
-    ptrs = (*found[:_STATE], pool_ptr, *found[_STATE:], pool_ptr, read_ptr, write_ptr)
     aligned = not functools.reduce(operator.or_, ptrs) & 15
     _launcher.launch(grid, args, _constexprs(True, True, block_v), num_warps, device.index,
                      ((*ptrs, scale, pool_size), aligned), specialization=(read_indices.dtype,))

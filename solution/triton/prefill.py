@@ -719,10 +719,11 @@ def pooled_prefill(q, k, v, state_pool, read_indices, A_log, a, dt_bias, b, cu_s
     total, num_seqs, device = _sizes(q, cu_seqlens)
     tensors = (q, k, v, A_log, a, dt_bias, b, cu_seqlens, output)
     expected = expected_specs(_POOLED_CHECKS, (total,), num_seqs)
-    checked = _pooled_pointers(tensors, state_pool, read_indices, write_indices, expected, num_seqs, device)
+    checked = pooled_pointers(_POOLED_CHECKS, tensors, expected, state_pool, read_indices, write_indices, num_seqs,
+                              device)
     if checked is None:  # the first bad argument, in the order of the signature
         pooled_checks(_POOLED_CHECKS, tensors, expected, state_pool, read_indices, write_indices, num_seqs, device)
-        raise AssertionError("_pooled_pointers and pooled_checks disagree")
+        raise AssertionError("pooled_pointers and pooled_checks disagree")
     pointers, pool_size, write_indices = checked
     scale_float, scale_tensor = _resolve_scale(scale, device)
     if num_seqs == 0:
@@ -754,23 +755,12 @@ def _pooled_aside(tensors, pool, read_indices, write_indices, pool_size, expecte
     mine = (pool[read_indices.clamp(0, pool_size - 1)] if pool_size
             else pool.new_zeros((num_seqs, *POOL_ROW)))  # no slot: every index out of range
     output = torch.full_like(tensors[-1], float("nan"))
-    pointers, _, _ = _pooled_pointers((*tensors[:-1], output), mine, reads, writes, expected, num_seqs, device)
+    pointers, _, _ = pooled_pointers(_POOLED_CHECKS, (*tensors[:-1], output), expected, mine, reads, writes, num_seqs,
+                                     device)
     q, k, v, A_log, a, dt_bias, b, cu_seqlens, _ = tensors
     _launch_call(plan, (q, k, v, mine, A_log, a, dt_bias, b, cu_seqlens, output, mine), pointers,
                  (reads, writes, num_seqs, scale_float), scale_tensor, device)
     return output, mine
-
-
-def _pooled_pointers(tensors, pool, read_indices, write_indices, expected, num_seqs, device):
-    """shared.pooled_pointers for pooled_prefill (`tensors`: _POOLED_CHECKS'): (the data
-    pointers in _ARG_NAMES order, the pool's for state and new_state, then the indices'; the pool
-    size P; write_indices, read_indices where None) where every argument passes the checks,
-    else None."""
-    checked = pooled_pointers(_POOLED_CHECKS, tensors, expected, pool, read_indices, write_indices, num_seqs, device)
-    if checked is None:
-        return None
-    found, pool_ptr, pool_size, read_ptr, write_ptr, write_indices = checked
-    return [*found[:_STATE], pool_ptr, *found[_STATE:], pool_ptr, read_ptr, write_ptr], pool_size, write_indices
 
 
 def _launch_call(call, tensors, pointers, extras, scale_tensor, device):

@@ -285,12 +285,13 @@ INDEX_DTYPES = (torch.int32, torch.int64)  # what pool indices may be
 
 
 def pooled_pointers(names, tensors, expected, pool, read_indices, write_indices, rows, device):
-    """A pooled call's checks in one cheap pass: (the data pointers of `tensors`, fitting_pointers'
-    against `expected`; the pool's pointer; its size P; read_indices' pointer; write_indices'
-    pointer; write_indices, read_indices where it is None) where every argument passes them
-    (the pool a contiguous [P, 8, 128, 128] float32 tensor on `device`, the indices contiguous
-    [rows] int32 or int64 tensors of one dtype on it), else None: pooled_checks then names the
-    first argument that fails."""
+    """A pooled call's checks in one cheap pass: (the data pointers in the kernels' order: those
+    of `tensors` (fitting_pointers' against `expected`: q, k, v, then the rest) with the pool's
+    after q, k, v (the state read) and after the rest (the new state), then read_indices' and
+    write_indices'; the pool size P; write_indices, read_indices where it is None) where every
+    argument passes them (the pool a contiguous [P, 8, 128, 128] float32 tensor on `device`, the
+    indices contiguous [rows] int32 or int64 tensors of one dtype on it), else None:
+    pooled_checks then names the first argument that fails."""
     pointers = fitting_pointers(names, tensors, expected, device)
     if (pointers is None or not isinstance(pool, Tensor) or pool.dim() != 4 or pool.shape[1:] != POOL_ROW
             or pool.dtype is not torch.float32 or pool.device != device or not pool.is_contiguous()
@@ -304,8 +305,10 @@ def pooled_pointers(names, tensors, expected, pool, read_indices, write_indices,
               and write_indices.dtype is read_indices.dtype and write_indices.device == device
               and write_indices.is_contiguous()):
         return None
-    return (pointers, pool.data_ptr(), pool.shape[0], read_indices.data_ptr(), write_indices.data_ptr(),
-            write_indices)
+    pool_ptr = pool.data_ptr()
+    pointers[3:3] = (pool_ptr,)  # after q, k, v: the state read
+    pointers += (pool_ptr, read_indices.data_ptr(), write_indices.data_ptr())
+    return pointers, pool.shape[0], write_indices
 
 
 def pooled_checks(names, tensors, expected, pool, read_indices, write_indices, rows, device):
