@@ -48,7 +48,8 @@ PROXY_CAPABILITY = (9, 0)  # the GPU the CPU proxy plans for (sm_90's launch tab
 ROUNDS = 8  # a time: the least of this many medians (the other work of a shared machine is noise)
 OURS = ("kernel", "pooled", "kernel_cc", "pooled_cc")  # ours, then ours with the compiled checks
 COLUMNS = (("call", "call", ""), ("kernel µs", "kernel_host_us", ".1f"), ("pooled µs", "pooled_host_us", ".1f"),
-           ("kernel cc", "kernel_cc_host_us", ".1f"), ("pooled cc", "pooled_cc_host_us", ".1f"), ("FI µs", "fi_host_us", ".1f"), ("FLA µs", "fla_host_us", ".1f"), ("graph µs", "kernel_graph_us", ".1f"),
+           ("kernel cc", "kernel_cc_host_us", ".1f"), ("pooled cc", "pooled_cc_host_us", ".1f"),
+           ("FI µs", "fi_host_us", ".1f"), ("FLA µs", "fla_host_us", ".1f"), ("graph µs", "kernel_graph_us", ".1f"),
            ("FI graph", "fi_graph_us", ".1f"), ("FLA graph", "fla_graph_us", ".1f"))
 
 
@@ -99,23 +100,24 @@ def baseline_runs() -> dict:
 
 
 def gpu_calls(pre, runs: dict, lengths, checks) -> tuple[dict, list]:
-    """One call on the GPU: (its row, with the launches ours makes; [(name, fn, compiled)]: what
+    """One call on the GPU: (its row, with the launches ours makes; [(name, fn, checks)]: what
     to time, ours (kernel, pooled: variants, with `checks`) and each baseline's run, or the
-    reason it cannot run as fn)."""
+    reason it cannot run as fn, with None)."""
     x = call_inputs(lengths, "cuda", seed=sum(lengths))
     ours = our_calls(pre, x)
     args = [x[n] for n in ("q", "k", "v", "state", "A_log", "a", "dt_bias", "b", "cu_seqlens")]
-    baselines = [(name, run if isinstance(run, str) else (lambda run=run: run(*args, x["scale"])), False)
+    baselines = [(name, run if isinstance(run, str) else (lambda run=run: run(*args, x["scale"])), None)
                  for name, run in runs.items()]
     row = {"call": call_name(lengths), "kernel_launches": launch_count(pre, ours["kernel"])}
     return row, [*variants(ours, checks), *baselines]
 
 
 def variants(ours: dict, checks) -> list:
-    """[(name, fn, compiled)] for `ours` (our_calls'): each with the Python checks, then each as
-    "<name>_cc" with the compiled ones where `checks` (compiled_checks') is not None."""
-    timed = [(name, fn, False) for name, fn in ours.items()]
-    return timed + ([(f"{name}_cc", fn, True) for name, fn in ours.items()] if checks is not None else [])
+    """[(name, fn, checks in use)] for `ours` (our_calls'): each with the Python checks (None),
+    then each as "<name>_cc" with the compiled ones where `checks` (compiled_checks') is not
+    None."""
+    timed = [(name, fn, None) for name, fn in ours.items()]
+    return timed + ([(f"{name}_cc", fn, checks) for name, fn in ours.items()] if checks is not None else [])
 
 
 def compiled_checks(pre, note: dict):
@@ -159,12 +161,6 @@ def time_rounds(entries: list, rounds: int, calls: int = CALLS, before=None) -> 
             row[f"{name}_host_us"] = min(times)
 
 
-def entries_of(row: dict, timed: list, checks) -> list:
-    """time_rounds' entries for `row` from [(name, fn, compiled)] (variants'): `checks` where
-    compiled, else None."""
-    return [(row, name, fn, checks if compiled else None) for name, fn, compiled in timed]
-
-
 def launch_count(pre, call) -> int:
     """How many launches `call` (of prefill module `pre`) makes, recorded (nothing launches)."""
     with importlib.import_module(pre.Launcher.__module__).recording_launches() as recorded:
@@ -190,7 +186,7 @@ def bench_host_cost(calls) -> dict:
     for lengths in calls:
         row, timed = gpu_calls(pre, runs, lengths, checks)
         rows.append(dict(row, **note))
-        entries += entries_of(rows[-1], timed, checks)
+        entries += [(rows[-1], *entry) for entry in timed]
     time_rounds(entries, ROUNDS, before=torch.cuda.synchronize)
     for row, name, fn, _ in entries:
         if name in ("kernel", *runs) and f"{name}_note" not in row:
@@ -254,8 +250,8 @@ def proxy_rows(pre, calls, calls_per_round: int = CALLS, rounds: int = ROUNDS) -
     rows = []
     for lengths in calls:
         row = {"call": call_name(lengths), **note}
-        entries = entries_of(row, variants(our_calls(pre, call_inputs(lengths, "cpu", seed=sum(lengths))), checks),
-                             checks)
+        entries = [(row, *entry) for entry in variants(our_calls(pre, call_inputs(lengths, "cpu", seed=sum(lengths))),
+                                                       checks)]
         with shared.planning_for(PROXY_CAPABILITY), stubbed_launches(pre.Launcher) as launches:
             for _, name, fn, _ in entries:
                 launches.clear()

@@ -3,8 +3,8 @@ engine running prefill or decode eagerly, docs/serving.md).
 
 The entry points that check their tensors in one pass (shared.fitting_pointers: kernel() of
 decode and of prefill, pooled_decode, pooled_prefill; MTP's calls check one argument at a time)
-check, for each argument, that it is a torch.Tensor of the expected shape and dtype on q's device, contiguous,
-and then its data pointer. In Python that costs 6-13 µs a call for prefill's eleven tensors,
+check, for each argument, that it is a torch.Tensor of the expected shape and dtype on q's
+device, contiguous, and then take its data pointer. In Python that costs 6-13 µs a call for prefill's eleven tensors,
 most of it in torch's attribute getters (docs/perf.md item 33). The same checks in C++, on the
 tensors' own fields, cost 1-2 µs. They need a C++ compiler, ninja and torch's headers, and a
 build of 10-30 s the first time (26 s on two cores, 10-12 s on a GPU host's sixteen;
@@ -150,10 +150,10 @@ _built = []  # the compiled module, once built or loaded in this process
 
 
 def enable(verbose=False):
-    """Build (the first time on this machine, 10-30 s; `verbose` shows the compiler's
-    output) or load the compiled checks, and have the one-pass checks (fitting_pointers) use
-    them from the next call. Raises RuntimeError saying what is missing (a compiler, ninja) if they cannot be
-    built; the Python checks stay in use then."""
+    """Build (the first time on this machine, 10-30 s; `verbose` shows the compiler's output)
+    or load the compiled checks, and have the one-pass checks (fitting_pointers) use them from
+    the next call. Raises RuntimeError saying what is missing (a compiler, ninja) if they cannot
+    be built; the Python checks stay in use then."""
     with _lock:
         if not _built:
             try:
