@@ -192,9 +192,9 @@ def test_an_mtp_probe_checks_the_call_it_times(monkeypatch):
 
 
 def _kernel_copy(tmp_path):
-    """kernel.py and the modules it imports (shared.py and the direct_launch.py that imports), in a
-    folder of their own."""
-    for module in ("shared.py", "direct_launch.py"):
+    """kernel.py and the modules it imports (shared.py and the direct_launch.py and tensor_guards.py
+    that it imports), in a folder of their own."""
+    for module in ("shared.py", "direct_launch.py", "tensor_guards.py"):
         shutil.copy(KERNEL_PATH.parent / module, tmp_path)
     return Path(shutil.copy(KERNEL_PATH, tmp_path))
 

@@ -249,16 +249,28 @@ def compiled_checks():
     return _compiled_fitting
 
 
+# Imported here, below the @triton.jit helpers: their line numbers are part of the compiled kernels'
+# keys (the architecture report's, docs/data/arch), which an import above them would move.
+from .tensor_guards import Guards  # noqa: E402
+
+_PLAIN_GUARDS = Guards()  # fitting_pointers' guards (tensor_guards), by `expected`
+# pooled_pointers' guards of the pool and the indices, by `expected`: in place (no write_indices) or not
+_SLOT_GUARDS = {True: Guards(), False: Guards()}
+_data_ptr = torch.Tensor.data_ptr  # guards are made from plain tensors only
+
+
 def fitting_pointers(names, tensors, expected, device):
     """The data pointers of `tensors` in order (None for a state of None) if each passes
     expect's checks against its (shape, dtype) in `expected`, else None: one cheap pass that
     raises nothing (a caller that needs the message runs expect_all, or its own checks). Where
-    host_checks is enabled its compiled pass answers first; where it does not confirm, this
-    pass decides."""
+    host_checks is enabled its compiled pass answers first, else a guard made from an earlier
+    call's tensors that passed (tensor_guards); where neither confirms, this pass decides."""
     if _compiled_fitting is not None:
         pointers = _compiled_fitting(names, tensors, expected, device)
         if pointers is not None:
             return pointers
+    elif _PLAIN_GUARDS.confirmed(expected, tensors) is not None:
+        return list(map(_data_ptr, tensors))
     pointers = []
     for t, (shape, dtype) in zip(tensors, expected):
         if isinstance(t, Tensor) and t.shape == shape and t.dtype is dtype and t.device == device and t.is_contiguous():
@@ -267,6 +279,8 @@ def fitting_pointers(names, tensors, expected, device):
             pointers.append(None)
         else:
             return None
+    if _compiled_fitting is None:
+        _PLAIN_GUARDS.learn(expected, tensors, True)
     return pointers
 
 
@@ -291,34 +305,43 @@ def pooled_pointers(names, tensors, expected, pool, read_indices, write_indices,
     write_indices'; the pool size P; write_indices, read_indices where it is None) where every
     argument passes them (the pool a contiguous [P, 8, 128, 128] float32 tensor on `device`, the
     indices contiguous [rows] int32 or int64 tensors of one dtype on it), else None:
-    pooled_checks then names the first argument that fails."""
+    pooled_checks then names the first argument that fails. The pool and the indices are
+    confirmed by a guard made from an earlier call's that passed (tensor_guards; kept with
+    their device, which the guard does not compare with q's), else checked here."""
     pointers = fitting_pointers(names, tensors, expected, device)
-    if (pointers is None or not isinstance(pool, Tensor) or pool.dim() != 4 or pool.shape[1:] != POOL_ROW
-            or pool.dtype is not torch.float32 or pool.device != device or not pool.is_contiguous()
-            or not isinstance(read_indices, Tensor) or read_indices.shape != (rows,)
-            or read_indices.dtype not in INDEX_DTYPES or read_indices.device != device
-            or not read_indices.is_contiguous()):
+    if pointers is None:
         return None
-    if write_indices is None:
-        write_indices = read_indices
-    elif not (isinstance(write_indices, Tensor) and write_indices.shape == read_indices.shape
-              and write_indices.dtype is read_indices.dtype and write_indices.device == device
-              and write_indices.is_contiguous()):
+    in_place = write_indices is None or write_indices is read_indices
+    slots = (pool, read_indices) if in_place else (pool, read_indices, write_indices)
+    guards = _SLOT_GUARDS[in_place]
+    known = guards.confirmed(expected, slots)
+    if known is not None and known[1] == device:
+        pool_size = known[0]
+    elif (isinstance(pool, Tensor) and pool.dim() == 4 and pool.shape[1:] == POOL_ROW
+          and pool.dtype is torch.float32 and pool.device == device and pool.is_contiguous()
+          and isinstance(read_indices, Tensor) and read_indices.shape == (rows,)
+          and read_indices.dtype in INDEX_DTYPES and read_indices.device == device and read_indices.is_contiguous()
+          and (in_place or (isinstance(write_indices, Tensor) and write_indices.shape == read_indices.shape
+                            and write_indices.dtype is read_indices.dtype and write_indices.device == device
+                            and write_indices.is_contiguous()))):
+        pool_size = pool.shape[0]
+        guards.learn(expected, slots, (pool_size, device))
+    else:
         return None
-    pool_ptr = pool.data_ptr()
+    pool_ptr, read_ptr = pool.data_ptr(), read_indices.data_ptr()
     pointers[3:3] = (pool_ptr,)  # after q, k, v: the state read
-    pointers += (pool_ptr, read_indices.data_ptr(), write_indices.data_ptr())
-    return pointers, pool.shape[0], write_indices
+    pointers += (pool_ptr, read_ptr, read_ptr if in_place else write_indices.data_ptr())
+    return pointers, pool_size, slots[-1]
 
 
 def pooled_checks(names, tensors, expected, pool, read_indices, write_indices, rows, device):
     """pooled_pointers' checks one argument at a time, in the order of a pooled call's signature
     (q, k, v: the first three of `names`; state_pool; read_indices; the rest of `names`;
     write_indices): ValueError naming the first that fails."""
-    checked_pointers(names[:3], tensors[:3], expected[:3], device)
+    expect_all(names[:3], tensors[:3], expected[:3], device)
     expect_pool("state_pool", pool, device)
     expect_indices("read_indices", read_indices, rows, device)
-    checked_pointers(names[3:], tensors[3:], expected[3:], device)
+    expect_all(names[3:], tensors[3:], expected[3:], device)
     expect_write_indices(write_indices, read_indices)
 
 
@@ -580,7 +603,7 @@ def _direct(launcher, grid, raw, config, device_index, specialization):
     if not entry:
         return None
     way, stream_of, values, kept = entry
-    return way.run, launch_arguments(grid, stream_of(device_index), way, (*raw, *values), kept)
+    return way.run, launch_arguments(grid, stream_of(device_index), way, raw, kept, values)
 
 
 def _probed_way(compiled, device_index, args, kept):
