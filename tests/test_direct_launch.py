@@ -85,7 +85,7 @@ def test_descriptors_are_spliced_in_and_encoded_once_per_object():
         2, 1, 1, "stream", "head", 7, "map of descriptor a", 64, 1, 9, 16)
     direct_launch.launch_arguments((2, 1, 1), "stream", way, (7, first, 9, 16), kept)
     folded = direct_launch.launch_arguments((1, 1, 1), "s", way._replace(spread=False), (7, second, 9, 16), kept)
-    assert folded == (1, 1, 1, "s", "head", [7, "map of descriptor b", 64, 1, 9, 16])
+    assert folded == (1, 1, 1, "s", "head", (7, "map of descriptor b", 64, 1, 9, 16))
     assert encoded == [first, second]
 
 

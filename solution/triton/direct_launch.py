@@ -68,13 +68,16 @@ def ways_to_launch(compiled):
     return [direct, *ways]
 
 
-def launch_arguments(grid, stream, way, args, kept):
+def launch_arguments(grid, stream, way, args, kept, constants=()):
     """The arguments of way.run for a launch of `grid` (three sizes) on `stream` with the
-    kernel's arguments `args`; `kept`: a dict of the caller's (one per compiled kernel) that
-    keeps the descriptors' encodings."""
+    kernel's arguments `args` then `constants` (its constexprs' values, kept apart so that the
+    sequence is made once); `kept`: a dict of the caller's (one per compiled kernel) that keeps
+    the descriptors' encodings."""
     if way.descriptors:
-        args = _expanded(args, way.descriptors, kept)
-    return (*grid, stream, *way.head, *args) if way.spread else (*grid, stream, *way.head, args)
+        args, constants = _expanded((*args, *constants), way.descriptors, kept), ()
+    if way.spread:
+        return (*grid, stream, *way.head, *args, *constants)
+    return (*grid, stream, *way.head, (*args, *constants))
 
 
 def _expanded(args, descriptors, kept):

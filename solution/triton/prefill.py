@@ -807,8 +807,9 @@ def _launch_call(call, tensors, pointers, extras, scale_tensor, device):
 def _launched_directly(call, head, base, v, device, specialization):
     """Whether every launch of CallPlan `call` has a direct path (Launcher.direct); if so, they
     are made, in order. `head`: the call's values up to the scratch (_VALUES' order); `base`:
-    the scratch's address (0 without one); v: the call's v (for the Hopper pass' descriptors)."""
-    values = (*head, *[base + slot.offset for slot in call.slots], *_descriptors(call, base, v))
+    the scratch's address (0 without one); v: the call's v (for the Hopper pass' descriptors).
+    A call without scratch (the token walk) takes nothing past `head`."""
+    values = (*head, *[base + slot.offset for slot in call.slots], *_descriptors(call, base, v)) if call.slots else head
     direct = [step.launcher.direct(step.grid, step.take(values), step.config, device.index, specialization)
               for step in call.steps]
     if not all(direct):
