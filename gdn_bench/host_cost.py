@@ -11,7 +11,8 @@ and pooled_prefill(), FlashInfer's chunk_gated_delta_rule (gates computed in tor
 0.6's chunked rule, as baselines/prefill/fi_baseline and fla_chunk call them; beside each, its
 GPU work: one CUDA-graph replay (gdn_bench.timing.graph_replay_us). A baseline that is not
 installed, or fails to run, is reported with the reason instead. Ours is timed twice: with its
-Python argument checks (the default) and with the compiled ones a serving engine opts into
+default argument checks (Python's, confirmed after the first call by torch's tensor guards:
+solution/triton/tensor_guards.py) and with the compiled ones a serving engine opts into
 (solution/triton/host_checks.py: "kernel_cc", "pooled_cc"), where they build here.
 
 The CPU proxy (proxy_rows) times ours on CPU tensors with the launches stubbed
@@ -113,7 +114,7 @@ def gpu_calls(pre, runs: dict, lengths, checks) -> tuple[dict, list]:
 
 
 def variants(ours: dict, checks) -> list:
-    """[(name, fn, checks in use)] for `ours` (our_calls'): each with the Python checks (None),
+    """[(name, fn, checks in use)] for `ours` (our_calls'): each with the default checks (None),
     then each as "<name>_cc" with the compiled ones where `checks` (compiled_checks') is not
     None."""
     timed = [(name, fn, None) for name, fn in ours.items()]
