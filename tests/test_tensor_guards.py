@@ -152,7 +152,7 @@ def test_guards_stop_being_made_for_an_expectation_after_max_builds():
         called = [odd if i == q else t for i, t in enumerate(tensors)]
         assert shared.fitting_pointers(names, called, expected, device) == [t.data_ptr() for t in called]
     entry = shared._PLAIN_GUARDS._kept[id(expected)]
-    assert entry[3] == guards_module.MAX_BUILDS
+    assert entry[2] == guards_module.MAX_BUILDS
     assert shared._PLAIN_GUARDS.confirmed(expected, tensors) is None  # the last guard made was for another stride
 
 

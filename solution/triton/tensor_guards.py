@@ -42,16 +42,22 @@ class Guards:
     each with a value the caller keeps with it (a pool's size)."""
 
     def __init__(self):
-        self._kept = {}  # id(expected) -> [expected, the guard's check or None, its value, guards made]
+        # id(expected) -> [expected, (the guard's check, its value) or None, guards made]; the pair
+        # is replaced whole, so that a call in another thread never reads one guard's value with
+        # another's check
+        self._kept = {}
 
     def confirmed(self, expected, tensors):
         """The value kept with the guard of `expected` where it confirms `tensors` (each exactly
         like the tensors it was made from but for its memory), else None."""
         entry = self._kept.get(id(expected))
-        if entry is None or entry[0] is not expected or entry[1] is None:
+        if entry is None or entry[0] is not expected or TensorGuards is None:
+            return None
+        guard = entry[1]
+        if guard is None:
             return None
         try:
-            return entry[2] if entry[1](*tensors) else None
+            return guard[1] if guard[0](*tensors) else None
         except TypeError:  # another number of arguments than the guard's
             return None
 
@@ -66,10 +72,10 @@ class Guards:
         if entry is None or entry[0] is not expected:
             if len(self._kept) >= _KEPT:
                 self._kept.clear()
-            entry = self._kept[id(expected)] = [expected, None, None, 0]
-        if entry[3] >= MAX_BUILDS:
+            entry = self._kept[id(expected)] = [expected, None, 0]
+        if entry[2] >= MAX_BUILDS:
             return
-        entry[3] += 1
+        entry[2] += 1
         try:
             guard = TensorGuards(*tensors, dynamic_dims_sizes=[list(t.shape) for t in tensors],
                                  dynamic_dims_strides=[list(t.stride()) for t in tensors])
@@ -80,7 +86,7 @@ class Guards:
             TensorGuards = None
             self._kept.clear()
             return
-        entry[1], entry[2] = guard.check, value
+        entry[1] = (guard.check, value)
 
     def clear(self):
         """Forget every guard (tests)."""
