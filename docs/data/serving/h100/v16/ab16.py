@@ -49,15 +49,24 @@ for rep in range(int(os.environ.get("REPS", 8))):
             hcs[tag].enable() if compiled else hcs[tag].disable()
             results[name][f"{tag} {'cc' if compiled else 'py'}"].append(host_us(fns[tag], before=torch.cuda.synchronize, calls=50))
             hcs[tag].disable()
+
+
+def table(results, labels, gpu):
+    """The report's lines: what was timed, the columns, then each call's least (median) per column."""
+    title = (f"{gpu}: host µs per call, least of {os.environ.get('REPS', 8)} medians of 50 (median of medians "
+             "in brackets), alternated in one process; old = be03643, new = tensor guards; py = Python checks "
+             "(default), cc = host_checks.enable()")
+    cells = lambda r: " ".join(f"{min(r[v]):7.1f} ({statistics.median(r[v]):5.1f})" for v in labels)
+    return [title, f"{'call':24} " + " ".join(f"{l:>16}" for l in labels),
+            *(f"{name:24} {cells(r)}" for name, r in results.items())]
+
+
 gpu = torch.cuda.get_device_name()
-labels = [f"{t} {'cc' if c else 'py'}" for t, c in variants]
-lines = [f"{gpu}: host µs per call, least of {os.environ.get('REPS', 8)} medians of 50 (median of medians in brackets), alternated in one process; old = be03643, new = tensor guards; py = Python checks (default), cc = host_checks.enable()",
-         f"{'call':24} " + " ".join(f"{l:>16}" for l in labels)]
-for name, r in results.items():
-    lines.append(f"{name:24} " + " ".join(f"{min(r[v]):7.1f} ({statistics.median(r[v]):5.1f})" for v in labels))
-print("\n".join(lines))
-out = os.environ.get("OUT")
-if out:
-    tag = os.environ.get("TAG", "gpu")
-    open(f"{out}/host_ab_{tag}.txt", "w").write("\n".join(lines) + "\n")
-    json.dump({"gpu": gpu, "results": results}, open(f"{out}/host_ab_{tag}.json", "w"), indent=1)
+report = table(results, [f"{t} {'cc' if c else 'py'}" for t, c in variants], gpu)
+print("\n".join(report))
+if os.environ.get("OUT"):
+    base = f"{os.environ['OUT']}/host_ab_{os.environ.get('TAG', 'gpu')}"
+    with open(base + ".txt", "w") as file:
+        file.write("\n".join(report) + "\n")
+    with open(base + ".json", "w") as file:
+        json.dump({"gpu": gpu, "results": results}, file, indent=1)
