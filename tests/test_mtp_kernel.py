@@ -221,3 +221,33 @@ def test_serving_call_replays_in_a_cuda_graph():
         graph.replay()
         torch.cuda.synchronize()
         _check_rows(inputs, pool, slots, [0, 1], None, output, buffer[slots], f"replay {replay}")
+
+
+@pytest.mark.parametrize("bad", ["q", "v", "initial_state", "initial_state_indices", "a", "dt_bias",
+                                 "intermediate_states_buffer", "output", "scale"])
+@pytest.mark.parametrize("also_output", [False, True])
+def test_one_pass_checks_name_what_the_one_at_a_time_checks_name(bad, also_output):
+    """The calls check in one pass (shared.pooled_pointers and its guards, made by a valid call
+    first); a bad argument, alone or beside a bad output, is named as _check_inputs and then
+    output's check name it, in call order, by kernel() and (with its own names of the pool, the
+    indices and the buffer) by pooled_mtp. Nothing is launched: every call here fails."""
+    names = ("q", "k", "v", "initial_state", "initial_state_indices", "A_log", "a", "dt_bias", "b")
+    sub.kernel(**_valid(DEVICE))  # a valid call: the guards are made
+    args = _valid(DEVICE, SEED + 1)
+    args[bad] = float("inf") if bad == "scale" else args[bad].double()
+    if also_output:
+        args["output"] = args["output"][:, :1]
+    inputs = [args[n] for n in names]
+    with pytest.raises(ValueError) as expected:
+        sub._check_inputs(*inputs, args["scale"], args["intermediate_states_buffer"], sub._DEFINITION_NAMES)
+        sub.expect("output", args["output"], *sub._expected(2, 3)["output"], inputs[0].device)
+    name, colon, rest = str(expected.value).partition(":")
+    pooled_name = dict(zip(sub._DEFINITION_NAMES, sub._POOLED_NAMES)).get(name, name)
+    pooled = dict({n: args[n] for n in (*PER_TOKEN, "A_log", "dt_bias", "scale", "output")},
+                  state_pool=args["initial_state"], indices=args["initial_state_indices"],
+                  intermediate_states=args["intermediate_states_buffer"])
+    for call, called, message in ((sub.kernel, args, str(expected.value)),
+                                  (sub.pooled_mtp, pooled, pooled_name + colon + rest)):
+        with pytest.raises(ValueError) as raised:
+            call(**called)
+        assert str(raised.value) == message

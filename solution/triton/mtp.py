@@ -44,9 +44,9 @@ import torch
 import triton
 import triton.language as tl
 
-from .shared import (HEAD_SIZE, NUM_Q_HEADS, NUM_V_HEADS, Launcher, arch_key, delta_rule_step, expect,
+from .shared import (HEAD_SIZE, NUM_Q_HEADS, NUM_V_HEADS, Launcher, all_aligned, arch_key, delta_rule_step, expect,
                      expect_indices, expect_pool, expect_rank, expected_specs, gates, l2_bytes, launch_row,
-                     scale_value, step_gates)
+                     pooled_pointers, scale_value, step_gates)
 
 class MtpLaunchRow(NamedTuple):
     """One row of LAUNCH_TABLES: batch sizes up to max_batch (None: any larger one, the last
@@ -176,6 +176,9 @@ _launcher = Launcher(_gdn_mtp_kernel)
 
 
 _NAMES = ("q", "k", "v", "A_log", "a", "dt_bias", "b", "output")  # the arguments expected_specs checks
+Q_DIMS = ("B", "T", NUM_Q_HEADS, HEAD_SIZE)  # q's layout, for expect_rank
+_KEPT_PLANS = 256  # launch plans kept (_plan); more forget them all
+_PLANS = {}
 
 
 def _expected(batch, steps):
@@ -188,7 +191,7 @@ def _check_inputs(q, k, v, pool, indices, A_log, a, dt_bias, b, scale, states, n
     """(batch, steps, pool size, scale as a float) once every input checks, in call order;
     else ValueError naming the first bad one (`names`: the call's own names of the pool, the
     indices and the buffer of states, which may be None)."""
-    (batch, steps), device = expect_rank("q", q, ("B", "T", NUM_Q_HEADS, HEAD_SIZE))[:2], q.device
+    (batch, steps), device = expect_rank("q", q, Q_DIMS)[:2], q.device
     expected = _expected(batch, steps)
     for name, t in (("q", q), ("k", k), ("v", v)):
         expect(name, t, *expected[name], device)
@@ -198,28 +201,80 @@ def _check_inputs(q, k, v, pool, indices, A_log, a, dt_bias, b, scale, states, n
         expect(name, t, *expected[name], device)
     scale = scale_value(scale)
     if states is not None:
-        shape = torch.Size((pool_size, steps, NUM_V_HEADS, HEAD_SIZE, HEAD_SIZE))
-        expect(names[2], states, shape, torch.float32, device)
+        expect(names[2], states, _states_shape(pool_size, steps), torch.float32, device)
     return batch, steps, pool_size, scale
 
 
-def _launch(q, k, v, pool, indices, A_log, a, dt_bias, b, scale, states, output, pool_size, negative_wraps):
-    """One launch of the kernel on checked arguments: outputs, and states unless None."""
-    batch, steps = q.shape[:2]
+def _states_shape(pool_size, steps):
+    """The buffer of states' shape, [P, T, 8, 128, 128]."""
+    return torch.Size((pool_size, steps, NUM_V_HEADS, HEAD_SIZE, HEAD_SIZE))
+
+
+def _checked_call(q, k, v, pool, indices, A_log, a, dt_bias, b, scale, states, output, names):
+    """A call's checks in one pass (shared.pooled_pointers, with its guards): (the data pointers
+    in the kernel's order, q, k, v, pool, indices, A_log, a, dt_bias, b, output, states (None
+    without them); batch; steps; pool size; scale as a float) once every argument checks, else
+    ValueError naming the first bad one in call order, output last (_check_inputs' order)."""
+    batch, steps = expect_rank("q", q, Q_DIMS)[:2]
+    device = q.device
+    expected = expected_specs(_NAMES, (batch, steps), batch)
+    checked = pooled_pointers(_NAMES, (q, k, v, A_log, a, dt_bias, b, output), expected, pool, indices, None, batch,
+                              device)
+    if checked is None:  # the first bad argument, in call order
+        _check_inputs(q, k, v, pool, indices, A_log, a, dt_bias, b, scale, states, names)
+        expect("output", output, *expected[-1], device)
+        raise AssertionError("pooled_pointers and the one-at-a-time checks disagree")
+    pointers, pool_size, _ = checked  # q, k, v, pool, A_log, a, dt_bias, b, output, pool, indices, indices
+    scale = scale_value(scale)
+    states_ptr = None
+    if states is not None:
+        expect(names[2], states, _states_shape(pool_size, steps), torch.float32, device)
+        states_ptr = states.data_ptr()
+    return (*pointers[:4], pointers[10], *pointers[4:9], states_ptr), batch, steps, pool_size, scale
+
+
+class MtpPlan(NamedTuple):
+    """A launch's grid, constexprs as (name, value) pairs and warps (_plan)."""
+    grid: tuple
+    constexprs: tuple
+    warps: int
+
+
+def _plan(batch, steps, has_states, negative_wraps, device):
+    """The MtpPlan of a call of `batch` rows of `steps` tokens on `device`, kept (by the launch
+    table's rows in force and the L2's size too) so that a call of the same shape reuses its
+    tuples (shared.Launcher.config's fast path)."""
+    table = LAUNCH_TABLES[arch_key(device)]
+    l2_size = l2_bytes(device)
+    key = (batch, steps, has_states, negative_wraps, table, l2_size)
+    plan = _PLANS.get(key)
+    if plan is None:
+        row = launch_row(batch, table)
+        states_bytes = batch * steps * NUM_V_HEADS * HEAD_SIZE * HEAD_SIZE * 4
+        stream = has_states and streams(states_bytes, l2_size)
+        constexprs = (("T", steps), ("TP", triton.next_power_of_2(steps)), ("PRELOAD", row.preload),
+                      ("NEGATIVE_WRAPS", negative_wraps), ("HAS_STATES", has_states), ("STREAM", stream),
+                      ("HQ", NUM_Q_HEADS), ("HV", NUM_V_HEADS), ("D", HEAD_SIZE), ("BV", row.block_v))
+        if len(_PLANS) >= _KEPT_PLANS:
+            _PLANS.clear()
+        plan = _PLANS[key] = MtpPlan((HEAD_SIZE // row.block_v, batch * NUM_V_HEADS, 1), constexprs, row.warps)
+    return plan
+
+
+def _launch(inputs, states, output, checked, negative_wraps):
+    """One launch of the kernel on a checked call (`inputs`: q, k, v, pool, indices, A_log, a,
+    dt_bias, b; `checked`: _checked_call's answer): outputs, and states unless None."""
+    pointers, batch, steps, pool_size, scale = checked
     if batch == 0 or steps == 0:
         return
-    row = launch_row(batch, LAUNCH_TABLES[arch_key(q.device)])
-    block_v = row.block_v
-    grid = (HEAD_SIZE // block_v, batch * NUM_V_HEADS, 1)
-    states_bytes = batch * steps * NUM_V_HEADS * HEAD_SIZE * HEAD_SIZE * 4
-    stream = states is not None and streams(states_bytes, l2_bytes(q.device))
-    constexprs = (("T", steps), ("TP", triton.next_power_of_2(steps)), ("PRELOAD", row.preload),
-                  ("NEGATIVE_WRAPS", negative_wraps), ("HAS_STATES", states is not None), ("STREAM", stream),
-                  ("HQ", NUM_Q_HEADS), ("HV", NUM_V_HEADS), ("D", HEAD_SIZE), ("BV", block_v))
-    _launcher.launch(grid, (q, k, v, pool, indices, A_log, a, dt_bias, b, output, states, scale, pool_size),
-                     constexprs, row.warps, q.device.index, specialization=(indices.dtype,))
+    q, k, v, pool, indices, A_log, a, dt_bias, b = inputs
+    plan = _plan(batch, steps, states is not None, negative_wraps, q.device)
+    _launcher.launch(plan.grid, (*inputs, output, states, scale, pool_size), plan.constexprs, plan.warps,
+                     q.device.index, ((*pointers, scale, pool_size), all_aligned(pointers)),
+                     specialization=(indices.dtype,))
 
 
+_POOLED_NAMES = ("state_pool", "indices", "intermediate_states")  # pooled_mtp's names of them
 _DEFINITION_NAMES = ("initial_state", "initial_state_indices", "intermediate_states_buffer")
 
 
@@ -232,11 +287,10 @@ def kernel(q, k, v, initial_state, initial_state_indices, A_log, a, dt_bias, b, 
     indexes it. Raises ValueError naming the first bad argument.
     """
     inputs = (q, k, v, initial_state, initial_state_indices, A_log, a, dt_bias, b)
-    batch, steps, pool_size, scale = _check_inputs(*inputs, scale, intermediate_states_buffer, _DEFINITION_NAMES)
-    expect("output", output, *_expected(batch, steps)["output"], q.device)
+    checked = _checked_call(*inputs, scale, intermediate_states_buffer, output, _DEFINITION_NAMES)
     expect("final_state", final_state, initial_state.shape, torch.float32, q.device)
     final_state.copy_(initial_state)
-    _launch(*inputs, scale, intermediate_states_buffer, output, pool_size, negative_wraps=True)
+    _launch(inputs, intermediate_states_buffer, output, checked, negative_wraps=True)
 
 
 def run(q, k, v, initial_state, initial_state_indices, A_log, a, dt_bias, b, scale, intermediate_states_buffer=None):
@@ -244,9 +298,10 @@ def run(q, k, v, initial_state, initial_state_indices, A_log, a, dt_bias, b, sca
     writes them, but final_state is initial_state itself, the pool unchanged (no copy), and
     output is allocated here."""
     inputs = (q, k, v, initial_state, initial_state_indices, A_log, a, dt_bias, b)
-    batch, steps, pool_size, scale = _check_inputs(*inputs, scale, intermediate_states_buffer, _DEFINITION_NAMES)
+    batch, steps = expect_rank("q", q, Q_DIMS)[:2]
     output = torch.empty(_expected(batch, steps)["output"][0], dtype=torch.bfloat16, device=q.device)
-    _launch(*inputs, scale, intermediate_states_buffer, output, pool_size, negative_wraps=True)
+    _launch(inputs, intermediate_states_buffer, output,
+            _checked_call(*inputs, scale, intermediate_states_buffer, output, _DEFINITION_NAMES), negative_wraps=True)
     return output, initial_state
 
 
@@ -263,7 +318,5 @@ def pooled_mtp(q, k, v, state_pool, indices, A_log, a, dt_bias, b, scale, output
     Raises ValueError naming the first bad argument.
     """
     inputs = (q, k, v, state_pool, indices, A_log, a, dt_bias, b)
-    batch, steps, pool_size, scale = _check_inputs(*inputs, scale, intermediate_states,
-                                                   ("state_pool", "indices", "intermediate_states"))
-    expect("output", output, *_expected(batch, steps)["output"], q.device)
-    _launch(*inputs, scale, intermediate_states, output, pool_size, negative_wraps=False)
+    checked = _checked_call(*inputs, scale, intermediate_states, output, _POOLED_NAMES)
+    _launch(inputs, intermediate_states, output, checked, negative_wraps=False)

@@ -408,6 +408,12 @@ def hooks_installed():
     return bool(getattr(enter, "calls", enter) or getattr(leave, "calls", leave))
 
 
+def all_aligned(pointers):
+    """Whether every data pointer among `pointers` (None where a tensor is absent) is a multiple
+    of 16 bytes, as a compiled kernel's launch by the direct path assumes (Launcher)."""
+    return not functools.reduce(operator.or_, filter(None, pointers), 0) & 15
+
+
 def lowered(args):
     """(args with every tensor as its data pointer, whether every such pointer is 16-byte
     aligned): what Launcher.prepare launches with."""
