@@ -2,7 +2,7 @@
 engine running prefill or decode eagerly, docs/serving.md).
 
 The entry points that check their tensors in one pass (shared.fitting_pointers: kernel() of
-decode and of prefill, pooled_decode, pooled_prefill; MTP's calls check one argument at a time)
+decode and of prefill, pooled_decode, pooled_prefill, and MTP's calls through shared.pooled_pointers)
 check, for each argument, that it is a torch.Tensor of the expected shape and dtype on q's
 device, contiguous, and then take its data pointer. In Python that costs 6-13 µs a call for prefill's eleven tensors,
 most of it in torch's attribute getters (docs/perf.md item 33); by default a call whose tensors
