@@ -153,13 +153,18 @@ def time_rounds(entries: list, rounds: int, calls: int = CALLS, before=None) -> 
             try:
                 medians.setdefault((id(row), name), (row, []))[1].append(host_us(fn, before=before, calls=calls))
             except Exception as e:  # noqa: BLE001 - a call that fails is reported
-                row[f"{name}_note"] = f"{type(e).__name__}: {e}".splitlines()[0]
+                row[f"{name}_note"] = _reason(e)
             finally:
                 if checks is not None:
                     checks.disable()
     for (_, name), (row, times) in medians.items():
         if f"{name}_note" not in row:
             row[f"{name}_host_us"] = min(times)
+
+
+def _reason(error: Exception) -> str:
+    """What a row's note says of a call that failed: the error's type and its first line."""
+    return f"{type(error).__name__}: {error}".splitlines()[0]
 
 
 def launch_count(pre, call) -> int:
@@ -194,7 +199,7 @@ def bench_host_cost(calls) -> dict:
             try:
                 row[f"{name}_graph_us"] = graph_replay_us(fn)
             except Exception as e:  # noqa: BLE001 - a call that cannot be captured is reported
-                row[f"{name}_note"] = f"{type(e).__name__}: {e}".splitlines()[0]
+                row[f"{name}_note"] = _reason(e)
     return {"rows": rows, "calls": CALLS, "warmup": WARMUP, "rounds": ROUNDS, "versions": versions}
 
 

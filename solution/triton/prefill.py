@@ -66,7 +66,7 @@ from .prefill_pass_hopper import Address, hopper_pass_kernel, hopper_summary_ker
 from .prefill_prep import GATE_ROWS, chunk_prep_kernel
 from .prefill_spans import SpanSettings, span_plan
 from .prefill_walk import token_walk_kernel
-from .shared import (HEAD_SIZE, INTERPRETED, NUM_Q_HEADS, NUM_V_HEADS, POOL_ROW, Launcher, arch_key,
+from .shared import (HEAD_SIZE, INTERPRETED, NUM_Q_HEADS, NUM_V_HEADS, POOL_ROW, Launcher, all_aligned, arch_key,
                      checked_pointers, expect_rank, expected_specs, hooks_installed, pooled_checks, pooled_pointers,
                      scale_value)
 
@@ -777,8 +777,7 @@ def _launch_call(call, tensors, pointers, extras, scale_tensor, device):
     read_indices, write_indices, pool_size, scale_float = extras
     scale_ptr = tensors[_A_LOG] if scale_tensor is None else scale_tensor
     scale_address = scale_ptr.data_ptr()
-    indices = 0 if read_indices is None else pointers[_READ] | pointers[_READ + 1]
-    aligned = not functools.reduce(operator.or_, pointers[:_READ], scale_address | indices) & 15
+    aligned = all_aligned((*pointers, scale_address))
     head = (*pointers, scale_address, pool_size, scale_float, *call.constants)
     specialization = (getattr(read_indices, "dtype", None), scale_ptr.dtype)
     if aligned and not hooks_installed():  # every launch by the direct path, where each has one
@@ -793,7 +792,7 @@ def _launch_call(call, tensors, pointers, extras, scale_tensor, device):
     if call.slots:
         buffer = torch.empty(call.scratch_bytes, dtype=torch.uint8, device=device)
         base = buffer.data_ptr()
-    values = (*head, *[base + slot.offset for slot in call.slots], *_descriptors(call, base, tensors[2]))
+    values = _call_values(call, head, base, tensors[2])
     objects = (*tensors, read_indices, write_indices, scale_ptr, pool_size, scale_float, *call.constants)
     launches = [step.launcher.prepare(step.grid, functools.partial(_tensor_arguments, objects, buffer, call,
                                                                    step.sources),
@@ -807,9 +806,8 @@ def _launch_call(call, tensors, pointers, extras, scale_tensor, device):
 def _launched_directly(call, head, base, v, device, specialization):
     """Whether every launch of CallPlan `call` has a direct path (Launcher.direct); if so, they
     are made, in order. `head`: the call's values up to the scratch (_VALUES' order); `base`:
-    the scratch's address (0 without one); v: the call's v (for the Hopper pass' descriptors).
-    A call without scratch (the token walk) takes nothing past `head`."""
-    values = (*head, *[base + slot.offset for slot in call.slots], *_descriptors(call, base, v)) if call.slots else head
+    the scratch's address (0 without one); v: the call's v (for the Hopper pass' descriptors)."""
+    values = _call_values(call, head, base, v)
     direct = [step.launcher.direct(step.grid, step.take(values), step.config, device.index, specialization)
               for step in call.steps]
     if not all(direct):
@@ -817,6 +815,15 @@ def _launched_directly(call, head, base, v, device, specialization):
     for run, arguments in direct:
         run(*arguments)
     return True
+
+
+def _call_values(call, head, base, v):
+    """A call's values in _VALUES' order, as its Steps take them: `head` (up to the scratch), then
+    the addresses of CallPlan `call`'s scratch slots from `base` and its TMA descriptors over them
+    and v (_descriptors). A call without scratch (the token walk) takes nothing past `head`."""
+    if not call.slots:
+        return head
+    return (*head, *[base + slot.offset for slot in call.slots], *_descriptors(call, base, v))
 
 
 class _scratch_block:

@@ -419,7 +419,7 @@ def lowered(args):
     aligned): what Launcher.prepare launches with."""
     raw = [a.data_ptr() if isinstance(a, torch.Tensor) else a for a in args]
     pointers = [r for r, a in zip(raw, args) if isinstance(a, torch.Tensor)]
-    return raw, not functools.reduce(operator.or_, pointers, 0) & 15
+    return raw, all_aligned(pointers)
 
 
 def given(args):
