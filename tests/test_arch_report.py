@@ -145,7 +145,8 @@ def test_recording_launches_records_every_launch_and_makes_none(monkeypatch):
     launcher, x = shared.Launcher(Kernel()), torch.zeros(16)
     constexprs = (("BLOCK", 16),)
     way = shared.ways_to_launch(compiled)[0]  # Triton's wrapper: all a stand-in has
-    launcher.compiled[(0, launcher.config(constexprs, 4), ())] = (way, lambda index: "stream", (16,), {})  # launched before
+    launcher.compiled[(0, launcher.config(constexprs, 4), ())] = shared.DirectEntry(  # launched before
+        way, lambda index: "stream", (16,), {}, {})
     with shared.recording_launches() as recorded:
         launcher.launch((1, 1, 1), (x, 0.5), constexprs, 4, 0)
         launcher.prepare((2, 1, 1), (x, 0.5), (("BLOCK", 32),), 2, 0)()

@@ -89,6 +89,29 @@ def test_descriptors_are_spliced_in_and_encoded_once_per_object():
     assert encoded == [first, second]
 
 
+@pytest.mark.parametrize("spread", [True, False])
+def test_a_kept_layout_lays_out_what_launch_arguments_does_and_keeps_leading_descriptors(spread):
+    """argument_layout(...)(stream, args) == launch_arguments(...), for either layout, with leading
+    descriptors (the layout keeps the last ones' expansion) that change and come back; each
+    descriptor object is encoded once."""
+    encoded = []
+
+    def expand(descriptor, record=False):
+        if record:
+            encoded.append(descriptor)
+        return [f"map of {descriptor}", 64]
+
+    def way(record):
+        return direct_launch.LaunchWay("run", ("head",), spread, tuple(
+            (position, lambda d: expand(d, record)) for position in (0, 1)))
+    layout = direct_launch.argument_layout((2, 1, 1), way(True), (16,), {})
+    first, second = ("a", "b", 9), (object(), "b", 10)
+    for args in (first, first, second, first):
+        assert layout("stream", args) == direct_launch.launch_arguments((2, 1, 1), "stream", way(False), args, {},
+                                                                        (16,))
+    assert encoded == ["a", "b", second[0]]  # each object once
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 @pytest.mark.parametrize("lengths", [(6,), (300,), (512,) * 16, (8192,)])
 def test_direct_launches_write_what_triton_s_did(lengths):

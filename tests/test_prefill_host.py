@@ -6,6 +6,7 @@ debug mode. Both paths (token walk, chunked; with spans too), a device scale ten
 The host-cost proxy's rows (gdn_bench.host_cost) on one small call."""
 
 import contextlib
+import importlib
 
 import pytest
 import torch
@@ -16,6 +17,7 @@ from gdn_bench.host_cost import WARMUP, call_inputs, our_calls, proxy_rows, time
 from gdn_bench.launch_stubs import stubbed_launches
 
 sub = load_solution_file(PREFILL.submission_entry(), "gdn_prefill_host")
+shared = importlib.import_module(sub.Launcher.__module__)
 # Tensor methods that read a tensor's memory on the host (a synchronization on a GPU).
 SYNCHRONIZING = ("item", "tolist", "cpu", "numpy", "__bool__", "__int__", "__float__", "__index__", "__array__")
 # (lengths, launches): the token walk, the fused chunked path, spans (one sequence of 8192 tokens).
@@ -43,6 +45,22 @@ def test_no_host_read_inside_a_call(lengths, launches, monkeypatch):
             with host_reads_raise(monkeypatch):
                 call()
             assert len(made) == launches, (name, made)
+
+
+def test_kept_launch_layouts_go_stale_with_the_launches_they_make():
+    """A call keeps its launches' layouts (prefill._direct_launches); once the compiled kernels
+    they launch are replaced (a stub put back) or launches are recorded, it asks again: no launch
+    goes to a stub that is gone, nor runs while launches are recorded."""
+    call = our_calls(sub, call_inputs((300,), "cpu"))["kernel"]
+    with stubbed_launches(sub.Launcher) as first:
+        call()
+        call()
+    with stubbed_launches(sub.Launcher) as second:
+        call()
+        call()
+        with shared.recording_launches() as recorded:
+            call()
+    assert len(first) == len(second) == 4 and len(recorded) == 2
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

@@ -200,26 +200,33 @@ def test_two_calls_are_bit_identical(device):
 
 
 def _record_launches(monkeypatch) -> list:
-    """Patches the launchers to log ("prepare", kernel) and ("launch", kernel) events, whether a
-    launch is prepared by Triton's path (prepare) or by the direct one (direct, on a GPU once a
-    configuration has been launched)."""
+    """Patches the launches to log ("prepare", kernel) and ("launch", kernel) events, whether a
+    launch is prepared by Triton's path (prepare) or its arguments laid out for the direct one
+    (the layouts shared.direct_layouts gives prefill, on a GPU once a configuration has been
+    launched; the ones kept before are made stale for the test)."""
     events = []
-    real_prepare, real_direct = sub.Launcher.prepare, sub.Launcher.direct
+    real_prepare, real_layouts = sub.Launcher.prepare, sub.direct_layouts
 
     def prepare(self, *args, **kwargs):
         launch = real_prepare(self, *args, **kwargs)
         events.append(("prepare", self.fn.__name__))
         return lambda: (events.append(("launch", self.fn.__name__)), launch())
 
-    def direct(self, *args, **kwargs):
-        made = real_direct(self, *args, **kwargs)
+    def recorded(run, layout, name):
+        return (lambda *a: (events.append(("launch", name)), run(*a)),
+                lambda *a: (events.append(("prepare", name)), layout(*a))[1])
+
+    def direct_layouts(launches, *args, **kwargs):
+        made = real_layouts(launches, *args, **kwargs)
         if made is None:
             return None
-        events.append(("prepare", self.fn.__name__))
-        run, arguments = made
-        return lambda *a: (events.append(("launch", self.fn.__name__)), run(*a)), arguments
+        stream_of, layouts = made
+        return stream_of, tuple(recorded(run, layout, launcher.fn.__name__)
+                                for (run, layout), (launcher, _, _) in zip(layouts, launches))
+    generation = object()  # every CallPlan asks direct_layouts again, once
     monkeypatch.setattr(sub.Launcher, "prepare", prepare)
-    monkeypatch.setattr(sub.Launcher, "direct", direct)
+    monkeypatch.setattr(sub, "direct_layouts", direct_layouts)
+    monkeypatch.setattr(sub, "launch_generation", lambda: generation)
     return events
 
 

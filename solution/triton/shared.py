@@ -22,7 +22,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .direct_launch import launch_arguments, ways_to_launch
+from .direct_launch import argument_layout, launch_arguments, ways_to_launch
 
 NUM_Q_HEADS = 4
 NUM_V_HEADS = 8
@@ -408,10 +408,11 @@ def hooks_installed():
     return bool(getattr(enter, "calls", enter) or getattr(leave, "calls", leave))
 
 
-def all_aligned(pointers):
-    """Whether every data pointer among `pointers` (None where a tensor is absent) is a multiple
-    of 16 bytes, as a compiled kernel's launch by the direct path assumes (Launcher)."""
-    return not functools.reduce(operator.or_, filter(None, pointers), 0) & 15
+def all_aligned(pointers, more=0):
+    """Whether every data pointer among `pointers` (None where a tensor is absent), and `more`,
+    is a multiple of 16 bytes, as a compiled kernel's launch by the direct path assumes
+    (Launcher)."""
+    return not functools.reduce(operator.or_, filter(None, pointers), more) & 15
 
 
 def lowered(args):
@@ -452,11 +453,22 @@ class Launcher:
         self.fn = fn
         self.configs = {}  # (constexprs, warps, options) -> its number (config)
         self._last_config = (None, None, None, None)  # the last one config numbered, with its number
-        # (device index, config number, specialization) -> (the LaunchWay that the probe took,
-        # the stream getter, the constexprs' values, the descriptors' encodings kept), or None
-        # where no way takes the arguments
+        # (device index, config number, specialization) -> its DirectEntry, or None where no way
+        # takes the arguments; an entry, once made, is never replaced in its dict
         self.compiled = {}
         _LAUNCHERS.add(self)
+
+    @property
+    def compiled(self):
+        """The compiled kernels kept for the direct path (see __init__)."""
+        return self._compiled
+
+    @compiled.setter
+    def compiled(self, entries):
+        """Replace them (a tool that stubs launches puts its own back): every layout that
+        direct_layouts gave is then stale (launch_generation)."""
+        self._compiled = entries
+        _forget_layouts()
 
     def prepare(self, grid, args, constexprs, num_warps, device_index, lowered_args=None, specialization=(),
                 options=()):
@@ -519,6 +531,13 @@ class Launcher:
         arguments)."""
         return _direct(self, grid, raw, config, device_index, specialization)
 
+    def direct_layout(self, grid, config, device_index, specialization=()):
+        """(function, layout, stream getter) for launches of configuration `config` on `grid` by the
+        direct path: function(*layout(stream_getter(device_index), raw)) makes the launch direct
+        makes with the raw arguments `raw` (the same conditions); None where it has no direct path."""
+        entry = self._compiled.get((device_index, config, specialization))
+        return entry and (entry.way.run, _layout(entry, grid), entry.stream_of)
+
     def _launch_call(self, grid, args, constexprs, num_warps, device_index, lowered_args, specialization, options):
         """(function, its arguments) that make prepare's launch: the compiled kernel's launcher
         and raw arguments where the direct path is valid, else _through_triton and its."""
@@ -537,7 +556,7 @@ class Launcher:
         if key not in self.compiled and aligned and not INTERPRETED:
             values, kept = tuple(value for _, value in constexprs), {}
             probed = _probed_way(compiled, key[0], (*raw, *values), kept)
-            self.compiled[key] = probed and (*probed, values, kept)
+            self.compiled[key] = probed and DirectEntry(*probed, values, kept, {})
 
 
 class LaunchRecord(NamedTuple):
@@ -576,6 +595,10 @@ class _RecordingLauncher(Launcher):
         """None: a launch is recorded by prepare, never made directly (see Launcher.direct)."""
         return None
 
+    def direct_layout(self, grid, config, device_index, specialization=()):
+        """None, as direct (see Launcher.direct_layout)."""
+        return None
+
 
 def recording():
     """Whether recording_launches is in force (launches are recorded, nothing runs)."""
@@ -593,6 +616,7 @@ class recording_launches:
         _RECORDS.append(self.launches)
         for launcher in _LAUNCHERS:
             launcher.__class__ = _RecordingLauncher
+        _forget_layouts()
         return self.launches
 
     def __exit__(self, *exc):
@@ -602,14 +626,70 @@ class recording_launches:
                 launcher.__class__ = Launcher
 
 
+class DirectEntry(NamedTuple):
+    """A compiled kernel kept for the direct path (Launcher.compiled): the LaunchWay that the probe
+    took, the stream getter, the constexprs' values, the descriptors' encodings kept
+    (direct_launch.launch_arguments' `kept`) and its argument layouts by grid (_layout)."""
+    way: object
+    stream_of: object
+    constants: tuple
+    kept: dict
+    layouts: dict
+
+
 def _direct(launcher, grid, raw, config, device_index, specialization):
     """Launcher.direct's (function, its arguments), or None: what a Launcher's own launches call
     (a tool that patches the method sees only what callers ask of it)."""
-    entry = launcher.compiled.get((device_index, config, specialization))
+    entry = launcher._compiled.get((device_index, config, specialization))
     if not entry:
         return None
-    way, stream_of, values, kept = entry
-    return way.run, launch_arguments(grid, stream_of(device_index), way, raw, kept, values)
+    way, stream_of, _, _, layouts = entry
+    layout = layouts.get(grid) or _layout(entry, grid)
+    return way.run, layout(stream_of(device_index), raw)
+
+
+def _layout(entry, grid):
+    """DirectEntry `entry`'s argument layout for `grid` (direct_launch.argument_layout), made once
+    (_KEPT_LAYOUTS grids at most; more forget them all)."""
+    layout = entry.layouts.get(grid)
+    if layout is None:
+        if len(entry.layouts) >= _KEPT_LAYOUTS:
+            entry.layouts.clear()
+        layout = entry.layouts[grid] = argument_layout(grid, entry.way, entry.constants, entry.kept)
+    return layout
+
+
+_KEPT_LAYOUTS = 256  # argument layouts kept per compiled kernel (one per grid)
+
+
+_GENERATION = 0  # bumped where kept launch layouts go stale (launch_generation)
+
+
+def launch_generation():
+    """A number that changes whenever layouts from direct_layouts may have gone stale: a
+    Launcher's compiled kernels replaced (a tool that stubs launches puts its own back), or
+    launches recorded (recording_launches). A caller keeps what direct_layouts gave it with
+    this number, and asks again when it differs (a kept compiled kernel is never replaced in
+    its dict, so nothing else makes them stale)."""
+    return _GENERATION
+
+
+def direct_layouts(launches, device_index, specialization=()):
+    """(stream getter, ((function, layout), ...)) for `launches`, a sequence of (Launcher, grid,
+    config), each made by function(*layout(stream, raw)) as Launcher.direct makes it (the same
+    conditions), or None where one has no direct path or their stream getters differ (a stub's
+    among real ones: gdn_bench.launch_stubs). For a caller that keeps them (launch_generation),
+    so that a call of several launches asks no cache per launch."""
+    made = [launcher.direct_layout(grid, config, device_index, specialization) for launcher, grid, config in launches]
+    if not all(made) or len({stream_of for _, _, stream_of in made}) > 1:
+        return None
+    return made[0][2], tuple((run, layout) for run, layout, _ in made)
+
+
+def _forget_layouts():
+    """Make every layout direct_layouts gave stale (launch_generation)."""
+    global _GENERATION
+    _GENERATION += 1
 
 
 def _probed_way(compiled, device_index, args, kept):
