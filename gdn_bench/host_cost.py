@@ -123,8 +123,13 @@ def variants(ours: dict, checks) -> list:
 
 def compiled_checks(pre, note: dict):
     """The host_checks module of `pre`'s package, its compiled checks built (host_checks.enable())
-    and disabled again; None where they cannot be built, the reason in note["cc_note"]."""
-    checks = importlib.import_module(f"{pre.Launcher.__module__.rpartition('.')[0]}.host_checks")
+    and disabled again; None where they cannot be built or the package has none (a copy from
+    before them: host_ab), the reason in note["cc_note"]."""
+    try:
+        checks = importlib.import_module(f"{pre.Launcher.__module__.rpartition('.')[0]}.host_checks")
+    except ModuleNotFoundError as error:
+        note["cc_note"] = str(error)
+        return None
     try:
         checks.enable()
     except RuntimeError as error:

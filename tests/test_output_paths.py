@@ -16,7 +16,8 @@ SCRIPTS = ROOT / "scripts"
 NOT_CREATABLE = Path("/proc/gdn-kit-test")  # /proc takes no new entries, whoever asks (root included)
 # (script, its output flag): all of them
 OUTPUTS = [("run_local", "--out"), ("run_modal", "--out"), ("bench_kernel", "--out"), ("bench_prefill", "--out"),
-           ("tune_launch", "--out"), ("make_dataset", "--out"), ("pack_solution", "-o"), ("bench_serving", "--out")]
+           ("tune_launch", "--out"), ("make_dataset", "--out"), ("pack_solution", "-o"), ("bench_serving", "--out"),
+           ("host_ab", "--out")]
 
 
 def _main(script: str):

@@ -11,6 +11,7 @@ import importlib
 import pytest
 import torch
 
+from gdn_bench import host_ab
 from gdn_bench.algos import load_solution_file
 from gdn_bench.definitions.prefill.definition import PREFILL
 from gdn_bench.host_cost import WARMUP, call_inputs, our_calls, proxy_rows, time_rounds
@@ -85,6 +86,20 @@ def test_the_proxy_counts_launches_and_times_each_entry_point():
     assert row["kernel_host_us"] > 0 and row["pooled_host_us"] > 0
     if "cc_note" not in row:  # the compiled checks built here
         assert row["kernel_cc_launches"] == 1 and row["kernel_cc_host_us"] > 0 and row["pooled_cc_host_us"] > 0
+
+
+def test_host_ab_times_every_copy_of_every_call_in_the_same_rounds():
+    """gdn_bench.host_ab on the CPU proxy: two copies (the checkout's, twice), one prefill call
+    and decode at one batch size: every entry point of every copy timed, with either checks."""
+    entry = PREFILL.submission_entry()
+    copies = {label: host_ab.load_copy(entry, label) for label in ("one", "two")}
+    rows = host_ab.ab_rows(copies, [(6,)], [2], rounds=1, calls_per_round=3)
+    assert [(row["call"], row["entry"]) for row in rows] == [
+        ("1 × 6", "kernel"), ("1 × 6", "pooled"), ("B = 2", "decode"), ("B = 2", "pooled_decode")]
+    for row in rows:
+        for label in copies:
+            assert row[f"{label}_host_us"] > 0
+            assert row[f"{label}_cc_host_us"] > 0 or f"{label}_cc_note" in row
 
 
 def test_rounds_go_over_every_entry_in_turn_and_failures_are_noted():
