@@ -666,7 +666,8 @@ def kernel(q, k, v, state, A_log, a, dt_bias, b, cu_seqlens, scale, output, new_
         state = state.clone()  # in place: the last span writes what span 0 reads, in one launch
         pointers[_STATE] = state.data_ptr()
     pointers += (None, None)  # no indices
-    tensors = (*tensors[:_STATE], state, *tensors[_STATE + 1:])
+    if state is not tensors[_STATE]:
+        tensors = (*tensors[:_STATE], state, *tensors[_STATE + 1:])
     extras = (None, None, None, scale_float)
     key = unchecked(arch, call, device)
     if key is not None:  # prefill_guard: the configuration's first call
