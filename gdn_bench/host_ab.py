@@ -9,9 +9,10 @@ commit's: `git archive REV solution/triton | tar -x --strip-components=2 -C DIR`
 scripts/bench_prefill.py's --against takes it). Per copy: prefill's kernel() and
 pooled_prefill() on host_cost's calls, decode's kernel() and pooled_decode() (kernel.py beside
 it) at the given batch sizes, each with the default argument checks and with the compiled ones
-("cc": host_checks.enable(), where the copy has them and they build). On a GPU the calls launch their kernels (a synchronization before each call, outside the timed
-span); without one they run as host_cost's CPU proxy (launches stubbed, planned for sm_90), so
-that a change can be compared on any machine, the launch's own cost left out.
+("cc": host_checks.enable(), where the copy has them and they build). On a GPU the calls launch
+their kernels (a synchronization before each call, outside the timed span); without one they
+run as host_cost's CPU proxy (launches stubbed, planned for sm_90), so that a change can be
+compared on any machine, the launch's own cost left out.
 """
 
 import contextlib
@@ -83,5 +84,6 @@ def ab_rows(copies: dict, calls, batches, rounds: int = ROUNDS, calls_per_round:
 
 def ab_columns(labels) -> tuple:
     """format_rows' columns for ab_rows' rows: the call, then each copy's default and compiled."""
-    return (("call", "call", ""), ("entry", "entry", ""), *((f"{label} µs", f"{label}_host_us", ".1f") for label in labels),
+    return (("call", "call", ""), ("entry", "entry", ""),
+            *((f"{label} µs", f"{label}_host_us", ".1f") for label in labels),
             *((f"{label} cc", f"{label}_cc_host_us", ".1f") for label in labels))

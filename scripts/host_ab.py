@@ -45,12 +45,12 @@ def main(argv=None) -> int:
     where = torch.cuda.get_device_name() if torch.cuda.is_available() else "the CPU proxy (launches stubbed)"
     title = (f"host µs per call on {where}, alternated in one process (the least of {args.rounds} medians of 50); "
              + "; ".join(f"{label} = {entry}" for label, entry in entries.items()))
-    table = format_rows(rows, ab_columns(entries))
-    print("\n".join([title, table, *notes(rows)]))
+    report = "\n".join([title, format_rows(rows, ab_columns(entries)), *notes(rows)])
+    print(report)
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "host_ab.json").write_text(json.dumps({"where": where, "copies": {k: str(v) for k, v in entries.items()},
-                                                       "rows": rows}, indent=2))
-    (args.out / "host_ab.txt").write_text("\n".join([title, table, *notes(rows)]) + "\n")
+    copies = {label: str(entry) for label, entry in entries.items()}
+    (args.out / "host_ab.json").write_text(json.dumps({"where": where, "copies": copies, "rows": rows}, indent=2))
+    (args.out / "host_ab.txt").write_text(report + "\n")
     print(f"wrote {args.out / 'host_ab.json'} and {args.out / 'host_ab.txt'}")
     return 0
 

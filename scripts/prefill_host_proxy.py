@@ -1,8 +1,9 @@
 """Prefill's host cost without a GPU: solution/triton/prefill.py's kernel() and pooled_prefill()
 on CPU tensors with their launches stubbed, planned as for an sm_90 GPU, µs per call (median of
 50), with the default argument checks (Python's, confirmed by torch's tensor guards) and with the
-compiled ones (cc: host_checks.enable(), where they build); what it includes and leaves out: gdn_bench/host_cost.py. The GPU numbers:
-scripts/bench_serving.py --host-cost-only.
+compiled ones (cc: host_checks.enable(), where they build); what it includes and leaves out:
+gdn_bench/host_cost.py. The GPU numbers: scripts/bench_serving.py --host-cost-only; two copies
+of the code against each other: scripts/host_ab.py.
 
     python scripts/prefill_host_proxy.py [--entry path/to/prefill.py] [--json]
 """

@@ -2,10 +2,11 @@
 engine running prefill or decode eagerly, docs/serving.md).
 
 The entry points that check their tensors in one pass (shared.fitting_pointers: kernel() of
-decode and of prefill, pooled_decode, pooled_prefill, and MTP's calls through shared.pooled_pointers)
-check, for each argument, that it is a torch.Tensor of the expected shape and dtype on q's
-device, contiguous, and then take its data pointer. In Python that costs 6-13 µs a call for prefill's eleven tensors,
-most of it in torch's attribute getters (docs/perf.md item 33); by default a call whose tensors
+decode and of prefill, pooled_decode, pooled_prefill, and MTP's calls through
+shared.pooled_pointers) check, for each argument, that it is a torch.Tensor of the expected
+shape and dtype on q's device, contiguous, and then take its data pointer. In Python that costs
+6-13 µs a call for prefill's eleven tensors, most of it in torch's attribute getters (docs/perf.md
+item 33); by default a call whose tensors
 are laid out as an earlier call's has them confirmed by torch's compiled tensor guards instead
 (tensor_guards: about 3 µs with the pointers, docs/perf.md item 35). The same checks in C++, on
 the tensors' own fields, cost 1-2 µs. They need a C++ compiler, ninja and torch's headers, and a

@@ -19,17 +19,17 @@ read). ``scale`` of 0 or None means 1/sqrt(D).
 
 Only torch, triton, the standard library and the sibling module shared.py (packed with this
 file) are imported: the official evaluator has nothing else.
+Lines above the kernel keep their count: its line numbers are in the kernels' report.
 """
 
 import functools
-import operator
 
 import triton
 import triton.language as tl
 
-from .shared import (HEAD_SIZE, NUM_Q_HEADS, NUM_V_HEADS, Launcher, LaunchRow, arch_key, checked_pointers,
-                     delta_rule_step, expect_rank, expected_specs, launch_row, pool_slots, pooled_checks,
-                     pooled_pointers, scale_value, step_gates)
+from .shared import (HEAD_SIZE, NUM_Q_HEADS, NUM_V_HEADS, Launcher, LaunchRow, all_aligned, arch_key,
+                     checked_pointers, delta_rule_step, expect_rank, expected_specs, launch_row, pool_slots,
+                     pooled_checks, pooled_pointers, scale_value, step_gates)
 
 # Launch configuration per architecture (shared.arch_key) and batch size, rows in increasing
 # max_batch. scripts/tune_launch.py --write rewrites the rows of the GPU's architecture from a
@@ -150,7 +150,7 @@ def kernel(q, k, v, state, A_log, a, dt_bias, b, scale, output, new_state):
     if state is None:  # the kernel reads nothing through this pointer when HAS_STATE is false
         tensors = tensors[:_STATE] + (new_state,) + tensors[_STATE + 1:]
         ptrs[_STATE] = ptrs[-1]
-    aligned = not functools.reduce(operator.or_, ptrs) & 15
+    aligned = all_aligned(ptrs)
     _launcher.launch(grid, (*tensors, None, None, scale, None), constexprs, num_warps, device.index,
                      ((*ptrs, None, None, scale, None), aligned))
 
@@ -190,6 +190,6 @@ def pooled_decode(q, k, v, state_pool, read_indices, A_log, a, dt_bias, b, scale
     grid = (HEAD_SIZE // block_v, batch * NUM_V_HEADS, 1)
     args = (q, k, v, state_pool, A_log, a, dt_bias, b, output, state_pool, read_indices, write_indices, scale,
             pool_size)
-    aligned = not functools.reduce(operator.or_, ptrs) & 15
+    aligned = all_aligned(ptrs)
     _launcher.launch(grid, args, _constexprs(True, True, block_v), num_warps, device.index,
                      ((*ptrs, scale, pool_size), aligned), specialization=(read_indices.dtype,))

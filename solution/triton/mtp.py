@@ -267,11 +267,11 @@ def _launch(inputs, states, output, checked, negative_wraps):
     pointers, batch, steps, pool_size, scale = checked
     if batch == 0 or steps == 0:
         return
-    q, k, v, pool, indices, A_log, a, dt_bias, b = inputs
-    plan = _plan(batch, steps, states is not None, negative_wraps, q.device)
+    device, index_dtype = inputs[0].device, inputs[4].dtype  # q's device, the indices' dtype
+    plan = _plan(batch, steps, states is not None, negative_wraps, device)
     _launcher.launch(plan.grid, (*inputs, output, states, scale, pool_size), plan.constexprs, plan.warps,
-                     q.device.index, ((*pointers, scale, pool_size), all_aligned(pointers)),
-                     specialization=(indices.dtype,))
+                     device.index, ((*pointers, scale, pool_size), all_aligned(pointers)),
+                     specialization=(index_dtype,))
 
 
 _POOLED_NAMES = ("state_pool", "indices", "intermediate_states")  # pooled_mtp's names of them
