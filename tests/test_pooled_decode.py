@@ -82,6 +82,23 @@ def test_in_place_by_default_on_a_random_subset(batch, device):
     _check(inputs, before, pool, output, reads, reads, f"B={batch} seed={SEED + batch}")
 
 
+@pytest.mark.parametrize("writes_given", (False, True), ids=("no_write_indices", "read_indices_again"))
+def test_in_place_keeps_the_index_conventions(writes_given, device):
+    """In place (no write indices, or the read indices' own tensor as them: the kernel's
+    IN_PLACE variant, one index load a row), padding rows and indices past the pool still
+    behave as documented: zero and NaN outputs, no slot touched."""
+    pool_size = 9
+    inputs, pool, output, gen = _pool_call(5, pool_size, SEED + 11, device)
+    s = torch.randperm(pool_size, generator=gen).tolist()
+    reads = [s[0], -1, pool_size, s[1], -4]
+    read_indices = torch.tensor(reads, dtype=torch.int64, device=device)
+    before = pool.clone()
+    sub.pooled_decode(*(inputs[n] for n in ("q", "k", "v")), pool, read_indices,
+                      *(inputs[n] for n in ("A_log", "a", "dt_bias", "b")), None, output,
+                      read_indices if writes_given else None)
+    _check(inputs, before, pool, output, reads, reads, f"seed={SEED + 11} writes given: {writes_given}")
+
+
 def test_same_numbers_as_the_dense_kernel(device):
     """Pool slots in any order give bit for bit what kernel() gives on those states gathered."""
     inputs, pool, output, gen = _pool_call(3, 6, SEED + 7, device)

@@ -56,7 +56,7 @@ def _gdn_decode_kernel(
     q_ptr, k_ptr, v_ptr, state_ptr, A_log_ptr, a_ptr, dt_bias_ptr, b_ptr,
     out_ptr, new_state_ptr, read_index_ptr, write_index_ptr, scale, pool_size,
     HAS_STATE: tl.constexpr, POOLED: tl.constexpr, HQ: tl.constexpr, HV: tl.constexpr,
-    D: tl.constexpr, BV: tl.constexpr,
+    D: tl.constexpr, BV: tl.constexpr, IN_PLACE: tl.constexpr,
 ):
     tile = tl.program_id(0)          # which BV-row tile of the V dimension
     bh = tl.program_id(1)            # b * HV + h
@@ -75,6 +75,8 @@ def _gdn_decode_kernel(
     g, beta = step_gates(tl.load(A_log_ptr + head), tl.load(dt_bias_ptr + head), a_ptr, b_ptr, bh)
 
     if POOLED:  # state_ptr and new_state_ptr are the pool [pool_size, HV, D, D]: see pooled_decode
+        if IN_PLACE:  # the write indices are the read ones: one index load, and the tile goes back where it was
+            write_index_ptr = read_index_ptr
         read, write, reads, writes, fill = pool_slots(read_index_ptr, write_index_ptr, batch, pool_size)
         tile_offs = offs_v[:, None] * D + offs_k[None, :]
         # Whole-tile masks, as comparisons of the row offsets (Triton's interpreter cannot broadcast
@@ -117,10 +119,11 @@ def expected_arguments(batch):
     return expected_specs(ARG_NAMES, (batch, 1), batch)
 
 
-def _constexprs(has_state, pooled, block_v):
-    """The kernel's constexpr arguments as (name, value) pairs."""
+def _constexprs(has_state, pooled, block_v, in_place):
+    """The kernel's constexpr arguments as (name, value) pairs (in_place: pooled, with the read
+    indices as the write ones)."""
     return (("HAS_STATE", has_state), ("POOLED", pooled), ("HQ", NUM_Q_HEADS), ("HV", NUM_V_HEADS), ("D", HEAD_SIZE),
-            ("BV", block_v))
+            ("BV", block_v), ("IN_PLACE", in_place))
 
 
 @functools.lru_cache(maxsize=256)
@@ -132,7 +135,7 @@ def _plan(batch, has_state, launch_table):
     row = launch_row(batch, launch_table)
     block_v, num_warps = row.block_v, row.warps
     grid = (HEAD_SIZE // block_v, batch * NUM_V_HEADS, 1)
-    return expected_arguments(batch), grid, _constexprs(has_state, False, block_v), num_warps
+    return expected_arguments(batch), grid, _constexprs(has_state, False, block_v, False), num_warps
 
 
 def kernel(q, k, v, state, A_log, a, dt_bias, b, scale, output, new_state):
@@ -169,7 +172,8 @@ def pooled_decode(q, k, v, state_pool, read_indices, A_log, a, dt_bias, b, scale
     first, so rows may update in place; but rows must not share a write slot, nor write a slot
     another row reads (the order of rows is not defined).
 
-    The same kernel as kernel() (POOLED adds the index loads and masks). Launches exactly one
+    The same kernel as kernel() (POOLED adds the index loads and masks; IN_PLACE, chosen when
+    the write indices are the read ones, loads one index a row). Launches exactly one
     kernel, never synchronizes with the device and allocates nothing, so a CUDA graph can
     capture it (with scale a number: a tensor scale is read on the host). Raises ValueError
     naming the first bad argument.
@@ -191,5 +195,6 @@ def pooled_decode(q, k, v, state_pool, read_indices, A_log, a, dt_bias, b, scale
     args = (q, k, v, state_pool, A_log, a, dt_bias, b, output, state_pool, read_indices, write_indices, scale,
             pool_size)
     aligned = all_aligned(ptrs)
-    _launcher.launch(grid, args, _constexprs(True, True, block_v), num_warps, device.index,
+    constexprs = _constexprs(True, True, block_v, write_indices is read_indices)
+    _launcher.launch(grid, args, constexprs, num_warps, device.index,
                      ((*ptrs, scale, pool_size), aligned), specialization=(read_indices.dtype,))
