@@ -83,20 +83,22 @@ def test_in_place_by_default_on_a_random_subset(batch, device):
 
 
 @pytest.mark.parametrize("writes_given", (False, True), ids=("no_write_indices", "read_indices_again"))
-def test_in_place_keeps_the_index_conventions(writes_given, device):
-    """In place (no write indices, or the read indices' own tensor as them: the kernel's
-    IN_PLACE variant, one index load a row), padding rows and indices past the pool still
-    behave as documented: zero and NaN outputs, no slot touched."""
-    pool_size = 9
-    inputs, pool, output, gen = _pool_call(5, pool_size, SEED + 11, device)
+@pytest.mark.parametrize("batch", (5, 20))
+def test_in_place_keeps_the_index_conventions(batch, writes_given, device):
+    """In place (no write indices, or the read indices' own tensor: on a GPU the kernel's
+    IN_PLACE variant from 16-row tiles, B = 20 here; always in the interpreter), padding rows
+    and indices past the pool still behave as documented: zero and NaN outputs, no slot
+    touched; the other rows update their own slots."""
+    pool_size = batch + 4
+    inputs, pool, output, gen = _pool_call(batch, pool_size, SEED + 11 + batch, device)
     s = torch.randperm(pool_size, generator=gen).tolist()
-    reads = [s[0], -1, pool_size, s[1], -4]
+    reads = [s[0], -1, pool_size, s[1], -4, *s[2:batch - 3]]
     read_indices = torch.tensor(reads, dtype=torch.int64, device=device)
     before = pool.clone()
     sub.pooled_decode(*(inputs[n] for n in ("q", "k", "v")), pool, read_indices,
                       *(inputs[n] for n in ("A_log", "a", "dt_bias", "b")), None, output,
                       read_indices if writes_given else None)
-    _check(inputs, before, pool, output, reads, reads, f"seed={SEED + 11} writes given: {writes_given}")
+    _check(inputs, before, pool, output, reads, reads, f"B={batch} seed={SEED + 11 + batch} writes given: {writes_given}")
 
 
 def test_same_numbers_as_the_dense_kernel(device):

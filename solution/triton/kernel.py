@@ -112,6 +112,11 @@ Q_DIMS = ("B", 1, NUM_Q_HEADS, HEAD_SIZE)  # q's layout, for expect_rank
 _STATE = ARG_NAMES.index("state")
 POOLED_NAMES = ("q", "k", "v", "A_log", "a", "dt_bias", "b", "output")  # pooled_decode's, as kernel()'s
 _launcher = Launcher(_gdn_decode_kernel)
+# pooled_decode in place takes the kernel's IN_PLACE variant (one index load a row) for tiles of
+# at least this many rows: on an H200 it read 0.3-0.5 µs faster at B = 32-64 (16-row tiles), but
+# with 4-row tiles 0.06 µs slower at B = 1 and 0.05-0.12 µs slower by graph at B = 4-16
+# (docs/perf.md item 37).
+IN_PLACE_MIN_BLOCK_V = 16
 
 
 def expected_arguments(batch):
@@ -173,8 +178,8 @@ def pooled_decode(q, k, v, state_pool, read_indices, A_log, a, dt_bias, b, scale
     another row reads (the order of rows is not defined).
 
     The same kernel as kernel() (POOLED adds the index loads and masks; IN_PLACE, chosen when
-    the write indices are the read ones, loads one index a row). Launches exactly one
-    kernel, never synchronizes with the device and allocates nothing, so a CUDA graph can
+    the write indices are the read ones and the tiles large, loads one index a row). Launches
+    exactly one kernel, never synchronizes with the device and allocates nothing, so a CUDA graph can
     capture it (with scale a number: a tensor scale is read on the host). Raises ValueError
     naming the first bad argument.
     """
@@ -195,6 +200,6 @@ def pooled_decode(q, k, v, state_pool, read_indices, A_log, a, dt_bias, b, scale
     args = (q, k, v, state_pool, A_log, a, dt_bias, b, output, state_pool, read_indices, write_indices, scale,
             pool_size)
     aligned = all_aligned(ptrs)
-    constexprs = _constexprs(True, True, block_v, write_indices is read_indices)
+    constexprs = _constexprs(True, True, block_v, write_indices is read_indices and block_v >= IN_PLACE_MIN_BLOCK_V)
     _launcher.launch(grid, args, constexprs, num_warps, device.index,
                      ((*ptrs, scale, pool_size), aligned), specialization=(read_indices.dtype,))
