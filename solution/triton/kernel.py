@@ -179,9 +179,9 @@ def pooled_decode(q, k, v, state_pool, read_indices, A_log, a, dt_bias, b, scale
 
     The same kernel as kernel() (POOLED adds the index loads and masks; IN_PLACE, chosen when
     the write indices are the read ones and the tiles large, loads one index a row). Launches
-    exactly one kernel, never synchronizes with the device and allocates nothing, so a CUDA graph can
-    capture it (with scale a number: a tensor scale is read on the host). Raises ValueError
-    naming the first bad argument.
+    exactly one kernel, never synchronizes with the device and allocates nothing, so a CUDA
+    graph can capture it (with scale a number: a tensor scale is read on the host). Raises
+    ValueError naming the first bad argument.
     """
     batch, device = expect_rank("q", q, Q_DIMS)[0], q.device
     tensors = (q, k, v, A_log, a, dt_bias, b, output)

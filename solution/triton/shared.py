@@ -523,18 +523,13 @@ class Launcher:
         self._last_config = (constexprs, num_warps, options, number)
         return number
 
-    def direct(self, grid, raw, config, device_index, specialization=()):
-        """(function, its arguments) that make prepare's launch by the direct path, given the raw
-        arguments `raw` (lowered's: tensors as addresses, every pointer 16-byte aligned, no launch
-        hook installed: the caller's to know) and the configuration's number (config), or None
+    def direct_layout(self, grid, config, device_index, specialization=()):
+        """(function, layout, stream getter) for launches of configuration `config` (its number:
+        config) on `grid` by the direct path: function(*layout(stream_getter(device_index), raw))
+        makes prepare's launch with the raw arguments `raw` (lowered's: tensors as addresses,
+        every pointer 16-byte aligned, no launch hook installed: the caller's to know); None
         where the configuration has no direct path (not launched yet, or no way takes its
         arguments)."""
-        return _direct(self, grid, raw, config, device_index, specialization)
-
-    def direct_layout(self, grid, config, device_index, specialization=()):
-        """(function, layout, stream getter) for launches of configuration `config` on `grid` by the
-        direct path: function(*layout(stream_getter(device_index), raw)) makes the launch direct
-        makes with the raw arguments `raw` (the same conditions); None where it has no direct path."""
         entry = self._compiled.get((device_index, config, specialization))
         return entry and (entry.way.run, _layout(entry, grid), entry.stream_of)
 
@@ -591,12 +586,8 @@ class _RecordingLauncher(Launcher):
         """Record the launch (see Launcher.launch)."""
         self.prepare(grid, args, constexprs, num_warps, device_index, options=options)()
 
-    def direct(self, grid, raw, config, device_index, specialization=()):
-        """None: a launch is recorded by prepare, never made directly (see Launcher.direct)."""
-        return None
-
     def direct_layout(self, grid, config, device_index, specialization=()):
-        """None, as direct (see Launcher.direct_layout)."""
+        """None: a launch is recorded by prepare, never made directly (see Launcher.direct_layout)."""
         return None
 
 
@@ -638,8 +629,8 @@ class DirectEntry(NamedTuple):
 
 
 def _direct(launcher, grid, raw, config, device_index, specialization):
-    """Launcher.direct's (function, its arguments), or None: what a Launcher's own launches call
-    (a tool that patches the method sees only what callers ask of it)."""
+    """(function, its arguments) that make `launcher`'s launch of `raw` by the direct path (under
+    Launcher.direct_layout's conditions), or None: what its own launches call (_launch_call)."""
     entry = launcher._compiled.get((device_index, config, specialization))
     if not entry:
         return None
@@ -676,7 +667,7 @@ def launch_generation():
 
 def direct_layouts(launches, device_index, specialization=()):
     """(stream getter, ((function, layout), ...)) for `launches`, a sequence of (Launcher, grid,
-    config), each made by function(*layout(stream, raw)) as Launcher.direct makes it (the same
+    config), each made by function(*layout(stream, raw)) as Launcher.direct_layout says (the same
     conditions), or None where one has no direct path or their stream getters differ (a stub's
     among real ones: gdn_bench.launch_stubs). For a caller that keeps them (launch_generation),
     so that a call of several launches asks no cache per launch."""
